@@ -1,0 +1,5 @@
+// Umbrella header of libtmm_torch.
+#pragma once
+
+#include <tmm/ops.h>
+#include <tmm/version.h>

@@ -1,0 +1,100 @@
+// CPU glue: validates, allocates, maps torch dtypes onto the kernels'
+// storage types and runs the torch-free kernels on torch's thread pool.
+#include <atomic>
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "cpu/toeplitz_cpu.h"
+#include "ops/checks.h"
+#include "ops/cpu_algorithm.h"
+#include "ops/glue.h"
+
+namespace tmm::detail {
+namespace {
+
+std::atomic<cpu::Algorithm> g_algorithm{cpu::Algorithm::kAuto};
+
+template <class S> struct storage { using type = S; };
+template <> struct storage<c10::BFloat16> { using type = kernels::bf16_t; };
+template <> struct storage<c10::Half> { using type = kernels::f16_t; };
+
+template <class S>
+auto* raw(const at::Tensor& t) {
+  using T = typename storage<S>::type;
+  return reinterpret_cast<T*>(t.data_ptr<S>());
+}
+
+void copy_strides(const at::Tensor& t, int64_t* out) {
+  for (int64_t d = 0; d < t.dim(); ++d) out[d] = t.stride(d);
+}
+
+const cpu::ParallelFor& torch_parallel_for() {
+  static const cpu::ParallelFor pf = [](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+    at::parallel_for(0, n, 1, body);
+  };
+  return pf;
+}
+
+at::Tensor causal_toeplitz_cpu(const at::Tensor& x, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias) {
+  const kernels::ToeplitzShape s = check_forward_args(x, weight, bias);
+  at::Tensor y = at::empty({s.B, s.L, s.C}, x.options());
+  if (y.numel() == 0) return y;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_cpu", [&] {
+    kernels::ToeplitzForwardParams<typename storage<scalar_t>::type> p;
+    p.shape = s;
+    p.x = raw<scalar_t>(x);
+    copy_strides(x, p.x_stride);
+    p.weight = raw<scalar_t>(weight);
+    copy_strides(weight, p.w_stride);
+    if (bias.has_value()) {
+      p.bias = raw<scalar_t>(*bias);
+      copy_strides(*bias, p.bias_stride);
+    }
+    p.y = raw<scalar_t>(y);
+    cpu::toeplitz_forward(p, torch_parallel_for(), g_algorithm.load());
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cpu(
+    const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& weight,
+    std::array<bool, 3> mask) {
+  const kernels::ToeplitzShape s = check_backward_args(grad_y, x, weight);
+  auto [gx, gw, gb] = empty_backward_outputs(x, s, mask);
+  const bool empty = s.B * s.L * s.C == 0;
+  if (empty) {
+    if (mask[0]) gx.zero_();
+    if (mask[1]) gw.zero_();
+  } else if (mask[0] || mask[1]) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_backward_cpu", [&] {
+      kernels::ToeplitzBackwardParams<typename storage<scalar_t>::type> p;
+      p.shape = s;
+      p.grad_y = raw<scalar_t>(grad_y);
+      copy_strides(grad_y, p.gy_stride);
+      p.x = raw<scalar_t>(x);
+      copy_strides(x, p.x_stride);
+      p.weight = raw<scalar_t>(weight);
+      copy_strides(weight, p.w_stride);
+      p.grad_x = mask[0] ? raw<scalar_t>(gx) : nullptr;
+      p.grad_weight = mask[1] ? raw<scalar_t>(gw) : nullptr;
+      cpu::toeplitz_backward(p, torch_parallel_for(), g_algorithm.load());
+    });
+  }
+  if (mask[2]) fill_grad_bias(grad_y, s, gb);
+  return {gx, gw, gb};
+}
+
+}  // namespace
+
+void set_cpu_algorithm(cpu::Algorithm algo) { g_algorithm.store(algo); }
+cpu::Algorithm cpu_algorithm() { return g_algorithm.load(); }
+
+}  // namespace tmm::detail
+
+TORCH_LIBRARY_IMPL(tmm, CPU, m) {
+  m.impl("causal_toeplitz", &tmm::detail::causal_toeplitz_cpu);
+  m.impl("causal_toeplitz_backward", &tmm::detail::causal_toeplitz_backward_cpu);
+}

@@ -1,0 +1,73 @@
+# Shared set-up of scripts/run.sh and scripts/test.sh (sourced, not run):
+# system packages, a Python environment with torch, and an incremental build.
+# Everything cached lives outside the clone: the venv under
+# ${TMM_CACHE:-~/.cache/tmm}, compiler outputs in ccache.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TMM_CACHE="${TMM_CACHE:-$HOME/.cache/tmm}"
+APT_PACKAGES="cmake g++ ninja-build ccache nlohmann-json3-dev catch2"
+
+log() { printf '\033[1m[tmm]\033[0m %s\n' "$*" >&2; }
+
+ensure_system_packages() {
+  local missing=()
+  for p in $APT_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    log "missing system packages: ${missing[*]}"
+    log "install them with: sudo apt-get install ${missing[*]}"
+    exit 1
+  fi
+}
+
+# Uses the active virtual environment when it has torch; otherwise creates or
+# reuses one keyed by the hash of requirements.txt.
+ensure_python() {
+  if [ -n "${VIRTUAL_ENV:-}" ] && python -c "import torch" 2>/dev/null; then
+    PYTHON="$(command -v python)"
+  else
+    local key venv
+    key="$(sha256sum "$REPO/requirements.txt" | cut -c1-12)"
+    venv="$TMM_CACHE/venv-$key"
+    if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+      log "creating the Python environment $venv (torch and friends; takes a few minutes once)"
+      rm -rf "$venv"
+      mkdir -p "$TMM_CACHE"
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install -q --upgrade pip
+      "$venv/bin/pip" install -q -r "$REPO/requirements.txt"
+      touch "$venv/.complete"
+    fi
+    PYTHON="$venv/bin/python"
+  fi
+  export PATH="$(dirname "$PYTHON"):$PATH"
+  export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+# Configures once and builds incrementally into build/, placing the Python
+# module in tmm/ so that the checkout imports as the package.
+build_tmm() {
+  local torch_cmake
+  torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+  if [ ! -f "$REPO/build/build.ninja" ]; then
+    log "configuring build/"
+    cmake -S "$REPO" -B "$REPO/build" -G Ninja \
+      -DCMAKE_PREFIX_PATH="$torch_cmake" \
+      -DPython3_EXECUTABLE="$PYTHON" \
+      -DTMM_PYTHON_OUTPUT_DIR="$REPO/tmm" >"$REPO/build.log" 2>&1 || { cat "$REPO/build.log"; exit 1; }
+  fi
+  log "building (ccache: ${CCACHE_DIR:-$HOME/.cache/ccache})"
+  cmake --build "$REPO/build" -j "$(nproc)"
+}
+
+setup_all() {
+  ensure_system_packages
+  ensure_python
+  build_tmm
+}
