@@ -1,5 +1,6 @@
 #include "cpu/fft.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -126,6 +127,62 @@ void LaneFft<R>::dit4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
   }
 }
 
+// dif4 over the whole transform when rows [n/2, n) are zero: x2 = x3 = 0.
+template <class R>
+void LaneFft<R>::dif4_upper_zero(R* re, R* im, int64_t lanes) const {
+  const int64_t q = n_ / 4;
+  for (int64_t j = 0; j < q; ++j) {
+    R* __restrict r0 = re + j * lanes;
+    R* __restrict i0 = im + j * lanes;
+    R* __restrict r1 = r0 + q * lanes;
+    R* __restrict i1 = i0 + q * lanes;
+    R* __restrict r2 = r1 + q * lanes;
+    R* __restrict i2 = i1 + q * lanes;
+    R* __restrict r3 = r2 + q * lanes;
+    R* __restrict i3 = i2 + q * lanes;
+    const R w1r = wr_[j], w1i = wi_[j];
+    const R w2r = wr_[2 * j], w2i = wi_[2 * j];
+    const R w3r = wr_[3 * j], w3i = wi_[3 * j];
+    for (int64_t l = 0; l < lanes; ++l) {
+      const R x0r = r0[l], x0i = i0[l], x1r = r1[l], x1i = i1[l];
+      const R y2r = x0r - x1r, y2i = x0i - x1i;
+      const R y1r = x0r + x1i, y1i = x0i - x1r;
+      const R y3r = x0r - x1i, y3i = x0i + x1r;
+      r0[l] = x0r + x1r; i0[l] = x0i + x1i;
+      r1[l] = y2r * w2r - y2i * w2i; i1[l] = y2r * w2i + y2i * w2r;
+      r2[l] = y1r * w1r - y1i * w1i; i2[l] = y1r * w1i + y1i * w1r;
+      r3[l] = y3r * w3r - y3i * w3i; i3[l] = y3r * w3i + y3i * w3r;
+    }
+  }
+}
+
+// dit4 over the whole transform producing only rows [0, n/2).
+template <class R>
+void LaneFft<R>::dit4_lower_only(R* re, R* im, int64_t lanes) const {
+  const int64_t q = n_ / 4;
+  for (int64_t j = 0; j < q; ++j) {
+    R* __restrict r0 = re + j * lanes;
+    R* __restrict i0 = im + j * lanes;
+    R* __restrict r1 = r0 + q * lanes;
+    R* __restrict i1 = i0 + q * lanes;
+    const R* __restrict r2 = r1 + q * lanes;
+    const R* __restrict i2 = i1 + q * lanes;
+    const R* __restrict r3 = r2 + q * lanes;
+    const R* __restrict i3 = i2 + q * lanes;
+    const R w1r = wr_[j], w1i = -wi_[j];
+    const R w2r = wr_[2 * j], w2i = -wi_[2 * j];
+    const R w3r = wr_[3 * j], w3i = -wi_[3 * j];
+    for (int64_t l = 0; l < lanes; ++l) {
+      const R a0r = r0[l], a0i = i0[l];
+      const R a2r = r1[l] * w2r - i1[l] * w2i, a2i = r1[l] * w2i + i1[l] * w2r;
+      const R a1r = r2[l] * w1r - i2[l] * w1i, a1i = r2[l] * w1i + i2[l] * w1r;
+      const R a3r = r3[l] * w3r - i3[l] * w3i, a3i = r3[l] * w3i + i3[l] * w3r;
+      r0[l] = a0r + a2r + a1r + a3r; i0[l] = a0i + a2i + a1i + a3i;
+      r1[l] = a0r - a2r + a3i - a1i; i1[l] = a0i - a2i + a1r - a3r;
+    }
+  }
+}
+
 template <class R>
 void LaneFft<R>::forward_block(R* re, R* im, int64_t lanes, int64_t m) const {
   if (m >= 16 && m * lanes * 2 * int64_t(sizeof(R)) > kCacheBytes) {
@@ -161,6 +218,22 @@ void LaneFft<R>::forward(R* re, R* im, int64_t lanes) const {
 template <class R>
 void LaneFft<R>::inverse(R* re, R* im, int64_t lanes) const {
   inverse_block(re, im, lanes, n_);
+}
+
+template <class R>
+void LaneFft<R>::forward_padded(R* re, R* im, int64_t lanes) const {
+  if (n_ < 4) throw std::invalid_argument("LaneFft::forward_padded: size must be >= 4");
+  dif4_upper_zero(re, im, lanes);
+  for (int64_t part = 0; part < 4; ++part)
+    forward_block(re + part * (n_ / 4) * lanes, im + part * (n_ / 4) * lanes, lanes, n_ / 4);
+}
+
+template <class R>
+void LaneFft<R>::inverse_truncated(R* re, R* im, int64_t lanes) const {
+  if (n_ < 4) throw std::invalid_argument("LaneFft::inverse_truncated: size must be >= 4");
+  for (int64_t part = 0; part < 4; ++part)
+    inverse_block(re + part * (n_ / 4) * lanes, im + part * (n_ / 4) * lanes, lanes, n_ / 4);
+  dit4_lower_only(re, im, lanes);
 }
 
 template class LaneFft<float>;

@@ -29,11 +29,20 @@ class LaneFft {
   void forward(R* re, R* im, int64_t lanes) const;  // exp(-2 pi i jk/n)
   void inverse(R* re, R* im, int64_t lanes) const;  // exp(+2 pi i jk/n)
 
+  // The zero-padded variants a causal convolution needs (n >= 2L - 1):
+  // forward_padded() treats rows [n/2, n) as zero without reading them, and
+  // inverse_truncated() produces only rows [0, n/2). Each skips half of the
+  // largest pass. Both need n >= 4.
+  void forward_padded(R* re, R* im, int64_t lanes) const;
+  void inverse_truncated(R* re, R* im, int64_t lanes) const;
+
  private:
   void forward_block(R* re, R* im, int64_t lanes, int64_t m) const;
   void inverse_block(R* re, R* im, int64_t lanes, int64_t m) const;
   void dif4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
   void dit4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
+  void dif4_upper_zero(R* re, R* im, int64_t lanes) const;
+  void dit4_lower_only(R* re, R* im, int64_t lanes) const;
 
   int64_t n_;
   std::vector<R> wr_, wi_;     // exp(-2 pi i j/n), j < n

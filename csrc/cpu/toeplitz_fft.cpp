@@ -1,7 +1,7 @@
 // FFT path of the CPU causal-Toeplitz kernels.
 //
 // A causal convolution of length L equals a circular one of size
-// n = next_pow2(2L-1) on zero-padded inputs. A tile of 2P adjacent channels is
+// n = max(4, next_pow2(2L-1)) on zero-padded inputs. A tile of 2P adjacent channels is
 // packed into P complex lanes (column j as the real part, column P+j as the
 // imaginary part), so one complex FFT transforms two real channels. The pair
 // of frequencies (k, n-k) separates the two real spectra:
@@ -81,8 +81,9 @@ struct TileBuffer {
   void load(const T* src, const int64_t* stride, int64_t b, const ToeplitzShape& s, int64_t c0) {
     load_columns(src, stride, b, s.L, s.C, c0, kLanes, re.data(), kLanes);
     load_columns(src, stride, b, s.L, s.C, c0 + kLanes, kLanes, im.data(), kLanes);
-    std::fill(re.begin() + s.L * kLanes, re.end(), R(0));
-    std::fill(im.begin() + s.L * kLanes, im.end(), R(0));
+    const int64_t half = int64_t(re.size()) / 2;  // rows [n/2, n): implicit zeros
+    std::fill(re.begin() + s.L * kLanes, re.begin() + half, R(0));
+    std::fill(im.begin() + s.L * kLanes, im.begin() + half, R(0));
   }
 };
 
@@ -99,8 +100,8 @@ HalfSpectra<R> weight_spectra(const T* w, const int64_t* ws, const ToeplitzShape
   pf(batches, [&](int64_t begin, int64_t end) {
     TileBuffer<R> buf(n);
     for (int64_t bt = begin; bt < end; ++bt) {
-      std::fill(buf.re.begin(), buf.re.end(), R(0));
-      std::fill(buf.im.begin(), buf.im.end(), R(0));
+      std::fill(buf.re.begin(), buf.re.begin() + n / 2 * kLanes, R(0));
+      std::fill(buf.im.begin(), buf.im.begin() + n / 2 * kLanes, R(0));
       for (int64_t col = 0; col < 2 * kLanes; ++col) {
         const int64_t r = bt * 2 * kLanes + col;
         if (r >= rows) break;
@@ -108,7 +109,7 @@ HalfSpectra<R> weight_spectra(const T* w, const int64_t* ws, const ToeplitzShape
         R* dst = col < kLanes ? buf.re.data() + col : buf.im.data() + col - kLanes;
         for (int64_t t = 0; t < s.L; ++t) dst[t * kLanes] = R(kernels::to_float(row[t * ws[2]]));
       }
-      fft.forward(buf.re.data(), buf.im.data(), kLanes);
+      fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
       for_each_pair(fft, [&](int64_t k, int64_t p, int64_t q) {
         for (int64_t j = 0; j < kLanes; ++j) {
           Cplx<R> a, b;
@@ -137,13 +138,31 @@ inline Cplx<R> spectrum_at(const HalfSpectra<R>& w, int64_t G, int64_t i, int64_
 // Column m of the tile as (lane, half): columns [0, P) are real parts.
 inline int64_t lane_of(int64_t m) { return m % kLanes; }
 
+// Circular size for a causal convolution of length L: n >= 2L - 1, so the
+// zero padding takes at least the upper half (forward_padded's contract).
+inline int64_t conv_size(int64_t L) { return std::max<int64_t>(4, next_pow2(2 * L - 1)); }
+
+// Writes columns [m_lo, m_hi) of the transformed tile (rows t < L) to
+// out[b, t, c0 + m] of a contiguous B x L x C tensor, row by row, adding
+// bias_of(m)[t] when given.
+template <class T, class R, class Bias>
+void store_columns(T* out, const ToeplitzShape& s, int64_t b, int64_t c0, int64_t m_lo, int64_t m_hi,
+                   const R* re, const R* im, Bias&& bias_at) {
+  for (int64_t t = 0; t < s.L; ++t) {
+    T* row = out + (b * s.L + t) * s.C + c0;
+    for (int64_t m = m_lo; m < std::min(m_hi, kLanes); ++m) row[m] = store_as<T>(re[t * kLanes + m] + bias_at(m, t));
+    for (int64_t m = std::max(m_lo, kLanes); m < m_hi; ++m)
+      row[m] = store_as<T>(im[t * kLanes + m - kLanes] + bias_at(m, t));
+  }
+}
+
 }  // namespace
 
 template <class T>
 void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& pf) {
   using R = kernels::compute_t<T>;
   const ToeplitzShape& s = p.shape;
-  const LaneFft<R> fft(next_pow2(2 * s.L - 1));
+  const LaneFft<R> fft(conv_size(s.L));
   const int64_t n = fft.size();
   const HalfSpectra<R> W = weight_spectra(p.weight, p.w_stride, s, fft, pf);
   const ChannelTiles tiles(s, 2 * kLanes);
@@ -157,7 +176,7 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
       const TileColumns cols(s, tiles, t);
       if (cols.group_hi < 0) continue;  // owns no output channel
       buf.load(p.x, p.x_stride, b, s, tiles.first(t));
-      fft.forward(buf.re.data(), buf.im.data(), kLanes);
+      fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
       R* re = buf.re.data();
       R* im = buf.im.data();
       if (cols.uniform(s.K)) {
@@ -194,17 +213,15 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
           for (int64_t j = 0; j < kLanes; ++j) recombine(re, im, pr, qr, j, Y[j], Y[j + kLanes]);
         });
       }
-      fft.inverse(re, im, kLanes);
+      fft.inverse_truncated(re, im, kLanes);
       const int64_t c0 = tiles.first(t);
-      for (int64_t m = tiles.halo; m < 2 * kLanes; ++m) {
-        if (cols.group[m] < 0) continue;
-        const R* col = (m < kLanes ? re : im) + lane_of(m);
-        const T* bias = p.bias ? p.bias + cols.group[m] * p.bias_stride[0] : nullptr;
-        T* out = p.y + b * s.L * s.C + c0 + m;
-        for (int64_t tt = 0; tt < s.L; ++tt) {
-          const R v = col[tt * kLanes] + (bias ? R(kernels::to_float(bias[tt * p.bias_stride[1]])) : R(0));
-          out[tt * s.C] = store_as<T>(v);
-        }
+      const int64_t m_lo = std::max(tiles.halo, -c0), m_hi = std::min(2 * kLanes, s.C - c0);
+      if (p.bias) {
+        store_columns(p.y, s, b, c0, m_lo, m_hi, re, im, [&](int64_t m, int64_t tt) {
+          return R(kernels::to_float(p.bias[cols.group[m] * p.bias_stride[0] + tt * p.bias_stride[1]]));
+        });
+      } else {
+        store_columns(p.y, s, b, c0, m_lo, m_hi, re, im, [](int64_t, int64_t) { return R(0); });
       }
     }
   });
@@ -214,7 +231,7 @@ template <class T>
 void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor& pf) {
   using R = kernels::compute_t<T>;
   const ToeplitzShape& s = p.shape;
-  const LaneFft<R> fft(next_pow2(2 * s.L - 1));
+  const LaneFft<R> fft(conv_size(s.L));
   const int64_t n = fft.size(), half = n / 2 + 1;
   const bool want_gx = p.grad_x != nullptr, want_gw = p.grad_weight != nullptr;
   HalfSpectra<R> W;
@@ -242,21 +259,64 @@ void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor
   pf(items, [&](int64_t begin, int64_t end) {
     TileBuffer<R> xb(n), gb(n);
     std::vector<Cplx<R>> X(2 * kLanes), GY(2 * kLanes), GX(2 * kLanes);
+    std::vector<R> lane_re, lane_im;  // uniform tiles: grad_weight per lane
     for (int64_t it = begin; it < end; ++it) {
       const int64_t t = it / chunks, chunk = it % chunks;
       const TileColumns cols(s, tiles, t);
+      const bool uniform = cols.uniform(s.K);
       const int64_t c0 = tiles.first(t);
       R* are = acc_re.data() + acc_offset[it];
       R* aim = acc_im.data() + acc_offset[it];
+      if (uniform && want_gw) {
+        lane_re.assign(half * kLanes, R(0));
+        lane_im.assign(half * kLanes, R(0));
+      }
       for (int64_t b = chunk * per_chunk; b < std::min(s.B, (chunk + 1) * per_chunk); ++b) {
         gb.load(p.grad_y, p.gy_stride, b, s, c0);
-        fft.forward(gb.re.data(), gb.im.data(), kLanes);
+        fft.forward_padded(gb.re.data(), gb.im.data(), kLanes);
         if (want_gw) {
           xb.load(p.x, p.x_stride, b, s, c0);
-          fft.forward(xb.re.data(), xb.im.data(), kLanes);
+          fft.forward_padded(xb.re.data(), xb.im.data(), kLanes);
         }
         R* xre = xb.re.data();
         R* xim = xb.im.data();
+        const R* gre = gb.re.data();
+        const R* gim = gb.im.data();
+        if (uniform) {
+          // One group, one tap: work on the packed lanes without separating.
+          //   sum_c GY_c conj(X_c) = (Zg[k] conj Zx[k] + conj Zg[n-k] Zx[n-k]) / 2
+          //   GX = conj(W) Zg at k, W Zg at n-k (conj W[n-k] = W[k])
+          for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
+            const R* __restrict gpr = gre + pr * kLanes;
+            const R* __restrict gpi = gim + pr * kLanes;
+            const R* __restrict gqr = gre + qr * kLanes;
+            const R* __restrict gqi = gim + qr * kLanes;
+            R* __restrict xpr = xre + pr * kLanes;
+            R* __restrict xpi = xim + pr * kLanes;
+            R* __restrict xqr = xre + qr * kLanes;
+            R* __restrict xqi = xim + qr * kLanes;
+            if (want_gw) {
+              R* __restrict lr = lane_re.data() + k * kLanes;
+              R* __restrict li = lane_im.data() + k * kLanes;
+              for (int64_t j = 0; j < kLanes; ++j) {
+                lr[j] += R(0.5) * (gpr[j] * xpr[j] + gpi[j] * xpi[j] + gqr[j] * xqr[j] + gqi[j] * xqi[j]);
+                li[j] += R(0.5) * (gpi[j] * xpr[j] - gpr[j] * xpi[j] + gqr[j] * xqi[j] - gqi[j] * xqr[j]);
+              }
+            }
+            if (want_gx) {
+              const Cplx<R> w = spectrum_at(W, s.G, 0, k, cols.group_lo);
+              const R wr = w.re * scale, wi = (pr == qr ? R(0) : w.im * scale);
+              for (int64_t j = 0; j < kLanes; ++j) {
+                xpr[j] = gpr[j] * wr + gpi[j] * wi;
+                xpi[j] = gpi[j] * wr - gpr[j] * wi;
+              }
+              for (int64_t j = 0; j < kLanes; ++j) {
+                xqr[j] = gqr[j] * wr - gqi[j] * wi;
+                xqi[j] = gqr[j] * wi + gqi[j] * wr;
+              }
+            }
+          });
+        } else {
         for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
           for (int64_t j = 0; j < kLanes; ++j)
             separate(gb.re.data(), gb.im.data(), pr, qr, j, GY[j], GY[j + kLanes]);
@@ -290,13 +350,21 @@ void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor
             for (int64_t j = 0; j < kLanes; ++j) recombine(xre, xim, pr, qr, j, GX[j], GX[j + kLanes]);
           }
         });
+        }
         if (!want_gx) continue;
-        fft.inverse(xre, xim, kLanes);
-        for (int64_t m = 0; m < tiles.step; ++m) {
-          if (cols.group[m] < 0) continue;
-          const R* col = (m < kLanes ? xre : xim) + lane_of(m);
-          T* out = p.grad_x + b * s.L * s.C + c0 + m;
-          for (int64_t tt = 0; tt < s.L; ++tt) out[tt * s.C] = store_as<T>(col[tt * kLanes]);
+        fft.inverse_truncated(xre, xim, kLanes);
+        store_columns(p.grad_x, s, b, c0, std::max<int64_t>(0, -c0), std::min(tiles.step, s.C - c0), xre, xim,
+                      [](int64_t, int64_t) { return R(0); });
+      }
+      if (uniform && want_gw) {  // the lanes' sum is the item's (g, 0) spectrum
+        for (int64_t k = 0; k < half; ++k) {
+          R sr = 0, si = 0;
+          for (int64_t j = 0; j < kLanes; ++j) {
+            sr += lane_re[k * kLanes + j];
+            si += lane_im[k * kLanes + j];
+          }
+          are[k] = sr;
+          aim[k] = si;
         }
       }
     }
@@ -335,7 +403,7 @@ void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor
           recombine(buf.re.data(), buf.im.data(), pr, qr, j, a, b);
         }
       });
-      fft.inverse(buf.re.data(), buf.im.data(), kLanes);
+      fft.inverse_truncated(buf.re.data(), buf.im.data(), kLanes);
       for (int64_t col = 0; col < 2 * kLanes; ++col) {
         const int64_t r = bt * 2 * kLanes + col;
         if (r >= rows) break;

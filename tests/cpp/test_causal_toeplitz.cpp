@@ -304,7 +304,7 @@ TEST_CASE("invalid arguments raise errors naming the argument", "[errors]") {
 }
 
 TEST_CASE("CUDA matches the naive reference", "[cuda]") {
-  if (!at::hasCUDA()) return;
+  if (!TMM_WITH_CUDA || !at::hasCUDA()) return;  // no GPU, or a CPU-only build
   at::manual_seed(7);
   for (const Case& c : {Case{2, 5, 6, 2, 3, 8, true, kTransposed},
                         Case{2, 300, 6, 3, 2, 300, true, kContiguous},

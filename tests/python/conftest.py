@@ -15,13 +15,15 @@ TOLERANCE = {
     torch.float64: 1e-10,
     torch.float32: 1e-4,
     torch.float16: 2e-3,  # half an ulp is 2^-11 ~ 4.9e-4 of the value
-    torch.bfloat16: 1.6e-2,  # half an ulp is 2^-8 ~ 3.9e-3 of the value
+    torch.bfloat16: 1e-2,  # half an ulp is 2^-8 ~ 3.9e-3 of the value
 }
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "compile: torch.compile tests (a few seconds each)")
     config.addinivalue_line("markers", "cuda: needs a CUDA device")
+    # opcheck's internals still touch torch.jit; not ours to fix.
+    config.addinivalue_line("filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 
 
 def rel_err(actual, expected):

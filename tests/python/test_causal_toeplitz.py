@@ -117,6 +117,27 @@ def test_autograd_matches_reference(shape, dtype, bias, assert_close):
     check_autograd(x, w, b, assert_close)
 
 
+@pytest.mark.parametrize("algorithm", ["direct", "fft"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
+def test_forced_cpu_algorithm_matches_reference(shape, dtype, algorithm, assert_close):
+    """Both CPU paths on every shape, whatever length auto would pick them for."""
+    x, w, b = make_inputs(*shape, dtype=dtype)
+    with tmm.ops.cpu_algorithm(algorithm):
+        check_forward(x, w, b, assert_close)
+        check_autograd(x, w, b, assert_close)
+    assert tmm._C._cpu_algorithm() == "auto"
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "fft"])
+@pytest.mark.parametrize("B,L", [(0, 5), (2, 0), (2, 1)])
+def test_forced_cpu_algorithm_edge_sizes(B, L, algorithm, assert_close):
+    x, w, b = make_inputs(B, L, 6, 2, 3, L + 3, dtype=torch.float64)
+    with tmm.ops.cpu_algorithm(algorithm):
+        check_forward(x, w, b, assert_close)
+        check_autograd(x, w, b, assert_close)
+
+
 @pytest.mark.parametrize("layout", ["transposed", "sliced"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape", [(2, 7, 6, 3, 2, 9), (2, 97, 8, 2, 3, 97), (1, 300, 4, 1, 4, 300)],
@@ -470,6 +491,24 @@ def test_bad_inputs_through_autograd_and_python_api():
     x.requires_grad_()
     _raises(lambda: op(x, w.double(), b), "weight", "Double")
     _raises(lambda: tmm.ops.causal_toeplitz(x, w, torch.randn(2, 15)), "bias", "[2, 15]")
+
+
+def test_device_mismatch_meta():
+    """The meta device stands in for a second device on CPU-only machines."""
+    x, w, b = _xwb()
+    _raises(lambda: op(x, w.to("meta"), b), "weight", "meta")
+    _raises(lambda: op(x.to("meta"), w, b.to("meta")), "weight", "cpu")
+    _raises(lambda: op(x, w, b.to("meta")), "bias", "meta")
+    gy = torch.randn(2, 10, 8)
+    _raises(lambda: op_bwd(gy.to("meta"), x, w, [True, True, True]), "grad_y", "meta")
+
+
+def test_meta_tensors_give_shapes():
+    x, w, b = (t.to("meta") for t in _xwb(L=10, C=8, G=2, K=3, N=16))
+    y = op(x, w, b)
+    assert y.device.type == "meta" and y.shape == (2, 10, 8)
+    gx, gw, gb = op_bwd(y, x, w, [True, False, True])
+    assert gx.shape == x.shape and gw.shape == (0,) and gb.shape == (2, 16)
 
 
 @cuda_only
