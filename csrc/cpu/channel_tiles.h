@@ -67,8 +67,10 @@ void load_columns(const T* src, const int64_t* stride, int64_t b, int64_t L, int
     const T* in = src + b * stride[0] + t * stride[1] + c0 * stride[2];
     for (int64_t m = 0; m < std::min(lo, width); ++m) row[m] = R(0);
     if (stride[2] == 1) {
+      #pragma GCC ivdep
       for (int64_t m = lo; m < hi; ++m) row[m] = R(kernels::to_float(in[m]));
     } else {
+      #pragma GCC ivdep
       for (int64_t m = lo; m < hi; ++m) row[m] = R(kernels::to_float(in[m * stride[2]]));
     }
     for (int64_t m = std::max(lo, hi); m < width; ++m) row[m] = R(0);

@@ -20,6 +20,7 @@ void radix2_unit(R* re, R* im, int64_t lanes, int64_t blocks) {
     R* __restrict i0 = im + 2 * b * lanes;
     R* __restrict r1 = r0 + lanes;
     R* __restrict i1 = i0 + lanes;
+    #pragma GCC ivdep
     for (int64_t l = 0; l < lanes; ++l) {
       const R ar = r0[l], ai = i0[l], br = r1[l], bi = i1[l];
       r0[l] = ar + br; i0[l] = ai + bi;
@@ -73,6 +74,7 @@ void LaneFft<R>::dif4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
       const R w1r = wr_[j * step], w1i = wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = wi_[2 * j * step];
       const R w3r = wr_[3 * j * step], w3i = wi_[3 * j * step];
+      #pragma GCC ivdep
       for (int64_t l = 0; l < lanes; ++l) {
         const R t0r = r0[l] + r2[l], t0i = i0[l] + i2[l];
         const R t1r = r0[l] - r2[l], t1i = i0[l] - i2[l];
@@ -109,6 +111,7 @@ void LaneFft<R>::dit4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
       const R w1r = wr_[j * step], w1i = -wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = -wi_[2 * j * step];
       const R w3r = wr_[3 * j * step], w3i = -wi_[3 * j * step];
+      #pragma GCC ivdep
       for (int64_t l = 0; l < lanes; ++l) {
         const R a0r = r0[l], a0i = i0[l];
         const R a2r = r1[l] * w2r - i1[l] * w2i, a2i = r1[l] * w2i + i1[l] * w2r;
@@ -143,6 +146,7 @@ void LaneFft<R>::dif4_upper_zero(R* re, R* im, int64_t lanes) const {
     const R w1r = wr_[j], w1i = wi_[j];
     const R w2r = wr_[2 * j], w2i = wi_[2 * j];
     const R w3r = wr_[3 * j], w3i = wi_[3 * j];
+    #pragma GCC ivdep
     for (int64_t l = 0; l < lanes; ++l) {
       const R x0r = r0[l], x0i = i0[l], x1r = r1[l], x1i = i1[l];
       const R y2r = x0r - x1r, y2i = x0i - x1i;
@@ -172,6 +176,7 @@ void LaneFft<R>::dit4_lower_only(R* re, R* im, int64_t lanes) const {
     const R w1r = wr_[j], w1i = -wi_[j];
     const R w2r = wr_[2 * j], w2i = -wi_[2 * j];
     const R w3r = wr_[3 * j], w3i = -wi_[3 * j];
+    #pragma GCC ivdep
     for (int64_t l = 0; l < lanes; ++l) {
       const R a0r = r0[l], a0i = i0[l];
       const R a2r = r1[l] * w2r - i1[l] * w2i, a2i = r1[l] * w2i + i1[l] * w2r;

@@ -23,6 +23,10 @@ using ParallelFor =
 
 enum class Algorithm { kAuto, kDirect, kFft };
 
+// The tiles hold K-1 halo channels, so the kernels take K <= kMaxTileTaps;
+// the glue splits wider kernels into one call per tap.
+constexpr int64_t kMaxTileTaps = 16;
+
 // The algorithm kAuto picks: direct up to the measured crossover length.
 Algorithm resolve_algorithm(Algorithm requested, const ToeplitzShape& shape);
 int64_t direct_crossover_length();

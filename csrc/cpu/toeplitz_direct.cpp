@@ -59,6 +59,7 @@ void toeplitz_forward_direct(const ToeplitzForwardParams<T>& p, const ParallelFo
               const R* __restrict w = taps.data() + (i * s.L + tt - src) * kWidth;
               const R* __restrict x = xt.data() + src * kWidth + i - h;  // column m reads m-h+i
               R* __restrict a = acc.data();
+              #pragma GCC ivdep
               for (int64_t m = h; m < kWidth; ++m) a[m] += w[m] * x[m];
             }
           }
@@ -103,6 +104,7 @@ void toeplitz_backward_direct(const ToeplitzBackwardParams<T>& p, const Parallel
                 const R* __restrict w = taps.data() + (i * L + tt - src) * kWidth + h - i;
                 const R* __restrict g = gt.data() + tt * kWidth + h - i;
                 R* __restrict a = acc.data();
+                #pragma GCC ivdep
                 for (int64_t m = 0; m < tiles.step; ++m) a[m] += w[m] * g[m];
               }
             }
@@ -119,6 +121,7 @@ void toeplitz_backward_direct(const ToeplitzBackwardParams<T>& p, const Parallel
               for (int64_t tt = d; tt < L; ++tt) {
                 const R* __restrict g = gt.data() + tt * kWidth;
                 const R* __restrict x = xt.data() + (tt - d) * kWidth + i - h;
+                #pragma GCC ivdep
                 for (int64_t m = h; m < kWidth; ++m) a[m] += g[m] * x[m];
               }
             }

@@ -40,6 +40,8 @@ const cpu::ParallelFor& torch_parallel_for() {
 at::Tensor causal_toeplitz_cpu(const at::Tensor& x, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias) {
   const kernels::ToeplitzShape s = check_forward_args(x, weight, bias);
+  if (s.K > cpu::kMaxTileTaps && s.B * s.L * s.C > 0)
+    return forward_per_tap(x, weight, bias, s, causal_toeplitz_cpu);
   at::Tensor y = at::empty({s.B, s.L, s.C}, x.options());
   if (y.numel() == 0) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_cpu", [&] {
@@ -68,6 +70,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cpu(
   if (empty) {
     if (mask[0]) gx.zero_();
     if (mask[1]) gw.zero_();
+  } else if (s.K > cpu::kMaxTileTaps && (mask[0] || mask[1])) {
+    backward_per_tap(grad_y, x, weight, s, mask[0] ? &gx : nullptr, mask[1] ? &gw : nullptr,
+                     [](const at::Tensor& gy, const at::Tensor& xi, const at::Tensor& wi, bool want_gx, bool want_gw) {
+                       auto grads = causal_toeplitz_backward_cpu(gy, xi, wi, {want_gx, want_gw, false});
+                       return std::make_pair(std::get<0>(grads), std::get<1>(grads));
+                     });
   } else if (mask[0] || mask[1]) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_backward_cpu", [&] {
       kernels::ToeplitzBackwardParams<typename storage<scalar_t>::type> p;
