@@ -3,13 +3,15 @@
 
 namespace tmm::cpu {
 
-// Up to this length the direct path is faster (docs/ops.md, "Crossover";
-// measured by scripts/bench_crossover.py on this project's CI machine).
-int64_t direct_crossover_length() { return 64; }
+// The direct path costs ~K L^2 per channel and the FFT path ~L log L + K L,
+// so the direct path wins while K * L <= 24 (docs/ops.md, "Crossover":
+// scripts/bench_crossover.py on the 2-core CI machine put the break-even at
+// L = 24-48 for K = 1 and L ~ 8 for K = 8).
+int64_t direct_crossover_length() { return 24; }
 
 Algorithm resolve_algorithm(Algorithm requested, const ToeplitzShape& shape) {
   if (requested != Algorithm::kAuto) return requested;
-  return shape.L <= direct_crossover_length() ? Algorithm::kDirect : Algorithm::kFft;
+  return shape.L * shape.K <= direct_crossover_length() ? Algorithm::kDirect : Algorithm::kFft;
 }
 
 template <class T>

@@ -27,7 +27,7 @@ enum class Algorithm { kAuto, kDirect, kFft };
 // the glue splits wider kernels into one call per tap.
 constexpr int64_t kMaxTileTaps = 16;
 
-// The algorithm kAuto picks: direct up to the measured crossover length.
+// The algorithm kAuto picks: direct while L * K <= direct_crossover_length().
 Algorithm resolve_algorithm(Algorithm requested, const ToeplitzShape& shape);
 int64_t direct_crossover_length();
 
