@@ -15,9 +15,9 @@ if torch.__version__ != _build_info.torch_version:
     )
 
 from . import _C  # noqa: E402  (registers torch.ops.tmm)
-from . import nn, ops  # noqa: E402
+from . import io, nn, ops  # noqa: E402
 
 __version__ = _build_info.version
 with_cuda = _build_info.with_cuda
 
-__all__ = ["ops", "nn", "__version__", "with_cuda"]
+__all__ = ["io", "ops", "nn", "__version__", "with_cuda"]

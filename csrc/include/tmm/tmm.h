@@ -1,5 +1,6 @@
 // Umbrella header of libtmm_torch.
 #pragma once
 
+#include <tmm/io/safetensors.h>
 #include <tmm/ops.h>
 #include <tmm/version.h>
