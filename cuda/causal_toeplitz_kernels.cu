@@ -14,7 +14,7 @@
  * team_reduce_kernel (a team of lanes per output item, summed in a fixed
  * order, so results do not depend on scheduling).
  */
-#include <cstdlib>
+#include <atomic>
 
 #include "launch.h"
 #include "toeplitz_driver.cuh"
@@ -128,11 +128,16 @@ class DeviceExec {
   cudaStream_t stream_;
 };
 
+// The current device's opt-in shared memory per block, queried once per device.
 int64_t shared_memory_optin() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices];  // 0: not queried yet
   int device = 0, bytes = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  if (device < kDevices && (bytes = known[device].load(std::memory_order_relaxed)) > 0) return bytes;
   check_cuda(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+  if (device < kDevices) known[device].store(bytes, std::memory_order_relaxed);
   return bytes;
 }
 

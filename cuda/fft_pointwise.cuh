@@ -45,21 +45,22 @@ struct LoadColumns {
 };
 
 // dst (n x G*K, time-major) = w[g, i, t] for t < L, 0 for L <= t < n.
-// Elements e = r * n + t (reads along t).
+// Elements e = t * GK + r: writes along r; the reads of one t touch G*K
+// sectors that the next t's reads find in L2.
 template <class T, class R>
 struct LoadWeights {
   const T* w;  // G x K x N, strided
   int64_t ws0, ws1, ws2;
   R* dst;      // n x G*K
-  int64_t K, GK, L, n;
+  int64_t K, GK, L;
 
   template <class I>
   TMM_HD void operator()(I e) const {
-    const I r = e / I(n), t = e - r * I(n);
+    const I t = e / I(GK), r = e - t * I(GK);
     const int64_t g = int64_t(r) / K, i = int64_t(r) - g * K;
     R v = R(0);
     if (int64_t(t) < L) v = R(to_real(w[g * ws0 + i * ws1 + int64_t(t) * ws2]));
-    dst[int64_t(t) * GK + int64_t(r)] = v;
+    dst[e] = v;
   }
 };
 

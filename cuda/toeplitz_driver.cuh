@@ -50,7 +50,7 @@ template <class R, class T, class Exec>
 Cx<R>* weight_spectra(const T* w, const int64_t* ws, const ToeplitzShape& s, int64_t n, Exec& ex) {
   const int64_t GK = s.G * s.K, half = n / 2 + 1;
   R* real = ex.template alloc<R>(n * GK);
-  ex.for_each("load_weights", GK * n, LoadWeights<T, R>{w, ws[0], ws[1], ws[2], real, s.K, GK, s.L, n});
+  ex.for_each("load_weights", GK * n, LoadWeights<T, R>{w, ws[0], ws[1], ws[2], real, s.K, GK, s.L});
   Cx<R>* spec = ex.template alloc<Cx<R>>(half * GK);
   ex.template r2c<R>(n, GK, real, spec);
   return spec;

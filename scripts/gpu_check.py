@@ -136,70 +136,73 @@ def check_correctness(torch, ref, deadline: float, results: Dict[str, Any]) -> N
     dtypes = [("float32", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16),
               ("float64", torch.float64)]
     layouts = ["contiguous", "x_transposed", "gy_strided"]
-    case = 0
+    shapes = []
     for L in lengths:
         for (C, G, K) in configs:
             for bias in (False, True):
-                case += 1
-                layout = layouts[case % 3]
-                B = 3 if layout == "x_transposed" else 2
-                N = L + (case % 3)
-                for dname, dtype in dtypes:
-                    if time.time() > deadline:
-                        results["correctness_truncated"] = True
-                        return
-                    x, w, b, gy = make_inputs(torch, B, L, C, G, K, N, dtype, bias, layout)
-                    # float64 reference (torch.fft composition, autograd) on the same rounded values
-                    want = forward_backward(torch, ref.causal_toeplitz_fft, x.double(), w.double(),
-                                            b.double() if b is not None else None, gy.double())
-                    cpu = forward_backward(torch, op, x.cpu(), w.cpu(), b.cpu() if b is not None else None,
-                                           gy.cpu())
-                    paths = ["auto"] if dname == "float64" else list(PATHS)
-                    if L > FUSED_MAX_L and "fused" in paths:
-                        paths.remove("fused")  # would fall back to cufft
-                    for path in paths:
-                        rec = dict(L=L, C=C, G=G, K=K, N=N, B=B, bias=bias, layout=layout, dtype=dname, path=path)
-                        try:
-                            poison_allocator(torch)
-                            with algorithm(path):
-                                got = forward_backward(torch, op, x, w, b, gy)
-                            sync(torch)
-                            names = ["y", "grad_x", "grad_weight", "grad_bias"][: len(got)]
-                            errs = {n: rel_err(torch, g_, r_) for n, g_, r_ in zip(names, got, want)}
-                            errs_cpu = {n: rel_err(torch, g_, c_) for n, g_, c_ in zip(names, got, cpu)}
-                            tol = TOL[dname]
-                            rec.update(err_ref=errs, err_cpu=errs_cpu,
-                                       ok=all(e <= tol for e in errs.values())
-                                       and all(e <= 2 * tol for e in errs_cpu.values()))
-                        except Exception as e:  # noqa: BLE001
-                            rec.update(ok=False, error=f"{type(e).__name__}: {e}")
-                        records.append(rec)
-                    # partial masks through the backward op, against the full result
-                    if dname == "float32" and L in (97, 1025):
-                        for path in ("cufft", "fused"):
-                            for mask in ([True, False, False], [False, True, False], [False, False, True]):
-                                rec = dict(L=L, C=C, G=G, K=K, N=N, B=B, dtype=dname, path=path, mask=mask)
-                                try:
-                                    poison_allocator(torch)
-                                    with algorithm(path):
-                                        gx, gw, gb = torch.ops.tmm.causal_toeplitz_backward(gy, x, w, mask)
-                                    sync(torch)
-                                    outs = [gx, gw, gb]
-                                    errs = {}
-                                    for i, name in enumerate(("grad_x", "grad_weight", "grad_bias")):
-                                        if mask[i]:
-                                            if name == "grad_bias" and b is None:
-                                                full = gy.double().sum(0).view(L, G, C // G).sum(-1).t()
-                                                full = torch.nn.functional.pad(full, (0, N - L))
-                                            else:
-                                                full = want[1 + i] if not (name == "grad_bias") else want[3]
-                                            errs[name] = rel_err(torch, outs[i], full)
+                shapes.append((L, C, G, K, bias, len(shapes)))
+    # float32 and bfloat16 over every shape first: a deadline drops float16/float64 cases first.
+    for group in (dtypes[:2], dtypes[2:]):
+        for (L, C, G, K, bias, case) in shapes:
+            layout = layouts[case % 3]
+            B = 3 if layout == "x_transposed" else 2
+            N = L + (case % 3)
+            for dname, dtype in group:
+                if time.time() > deadline:
+                    results["correctness_truncated"] = True
+                    return
+                x, w, b, gy = make_inputs(torch, B, L, C, G, K, N, dtype, bias, layout)
+                # float64 reference (torch.fft composition, autograd) on the same rounded values
+                want = forward_backward(torch, ref.causal_toeplitz_fft, x.double(), w.double(),
+                                        b.double() if b is not None else None, gy.double())
+                cpu = forward_backward(torch, op, x.cpu(), w.cpu(), b.cpu() if b is not None else None,
+                                       gy.cpu())
+                paths = ["auto"] if dname == "float64" else list(PATHS)
+                if L > FUSED_MAX_L and "fused" in paths:
+                    paths.remove("fused")  # would fall back to cufft
+                for path in paths:
+                    rec = dict(L=L, C=C, G=G, K=K, N=N, B=B, bias=bias, layout=layout, dtype=dname, path=path)
+                    try:
+                        poison_allocator(torch)
+                        with algorithm(path):
+                            got = forward_backward(torch, op, x, w, b, gy)
+                        sync(torch)
+                        names = ["y", "grad_x", "grad_weight", "grad_bias"][: len(got)]
+                        errs = {n: rel_err(torch, g_, r_) for n, g_, r_ in zip(names, got, want)}
+                        errs_cpu = {n: rel_err(torch, g_, c_) for n, g_, c_ in zip(names, got, cpu)}
+                        tol = TOL[dname]
+                        rec.update(err_ref=errs, err_cpu=errs_cpu,
+                                   ok=all(e <= tol for e in errs.values())
+                                   and all(e <= 2 * tol for e in errs_cpu.values()))
+                    except Exception as e:  # noqa: BLE001
+                        rec.update(ok=False, error=f"{type(e).__name__}: {e}")
+                    records.append(rec)
+                # partial masks through the backward op, against the full result
+                if dname == "float32" and L in (97, 1025):
+                    for path in ("cufft", "fused"):
+                        for mask in ([True, False, False], [False, True, False], [False, False, True]):
+                            rec = dict(L=L, C=C, G=G, K=K, N=N, B=B, dtype=dname, path=path, mask=mask)
+                            try:
+                                poison_allocator(torch)
+                                with algorithm(path):
+                                    gx, gw, gb = torch.ops.tmm.causal_toeplitz_backward(gy, x, w, mask)
+                                sync(torch)
+                                outs = [gx, gw, gb]
+                                errs = {}
+                                for i, name in enumerate(("grad_x", "grad_weight", "grad_bias")):
+                                    if mask[i]:
+                                        if name == "grad_bias" and b is None:
+                                            full = gy.double().sum(0).view(L, G, C // G).sum(-1).t()
+                                            full = torch.nn.functional.pad(full, (0, N - L))
                                         else:
-                                            errs[name + "_empty"] = 0.0 if outs[i].numel() == 0 else math.inf
-                                    rec.update(err_ref=errs, ok=all(e <= TOL[dname] for e in errs.values()))
-                                except Exception as e:  # noqa: BLE001
-                                    rec.update(ok=False, error=f"{type(e).__name__}: {e}")
-                                records.append(rec)
+                                            full = want[1 + i]
+                                        errs[name] = rel_err(torch, outs[i], full)
+                                    else:
+                                        errs[name + "_empty"] = 0.0 if outs[i].numel() == 0 else math.inf
+                                rec.update(err_ref=errs, ok=all(e <= TOL[dname] for e in errs.values()))
+                            except Exception as e:  # noqa: BLE001
+                                rec.update(ok=False, error=f"{type(e).__name__}: {e}")
+                            records.append(rec)
     # empty shapes
     for (B, L, C, G, K, N) in [(0, 5, 4, 2, 1, 5), (2, 0, 4, 2, 2, 3), (2, 5, 0, 1, 1, 5)]:
         rec = dict(B=B, L=L, C=C, G=G, K=K, N=N, dtype="float32", path="auto", empty=True)
@@ -292,12 +295,17 @@ def time_ms(torch, fn: Callable[[], Any], warmup: int, reps: int, budget_s: floa
     times = []
     t_end = time.time() + budget_s
     for i in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
+        if DEVICE == "cuda":
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        else:
+            t = time.perf_counter()
+            fn()
+            times.append(1e3 * (time.perf_counter() - t))
         if i >= 2 and time.time() > t_end:
             break
     return dict(median_ms=statistics.median(times), min_ms=min(times), reps=len(times))
@@ -313,22 +321,23 @@ def copy_bandwidth(torch) -> Dict[str, Any]:
     return dict(bytes_moved=2 * n * 4, median_ms=t["median_ms"], bytes_per_s=bw)
 
 
-def run_benchmark(torch, ref, deadline: float, results: Dict[str, Any]) -> None:
+def run_benchmark(torch, ref, deadline: float, results: Dict[str, Any], B: int = 8, C: int = 1024,
+                  lengths=(1024, 4096, 16384, 65536)) -> None:
     op = torch.ops.tmm.causal_toeplitz
     cells: List[Dict[str, Any]] = results.setdefault("bench", [])
-    B, C, K = 8, 1024, 1
+    K = 1
     impls = {
         "ours": ("auto", op), "ours_cufft": ("cufft", op), "ours_fused": ("fused", op),
         "fft": (None, ref.causal_toeplitz_fft), "dense": (None, ref.causal_toeplitz_dense),
     }
-    for L in (1024, 4096, 16384, 65536):
+    for L in lengths:
         for dname, dtype in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
-            for G in (1, 1024):
-                g = torch.Generator(device="cuda").manual_seed(L + G)
-                x = torch.randn(B, L, C, device="cuda", generator=g).to(dtype)
-                w = (torch.randn(G, K, L, device="cuda", generator=g) / math.sqrt(L)).to(dtype)
-                b = torch.randn(G, L, device="cuda", generator=g).to(dtype)
-                gy = torch.randn(B, L, C, device="cuda", generator=g).to(dtype)
+            for G in (1, C):
+                g = torch.Generator(device=DEVICE).manual_seed(L + G)
+                x = torch.randn(B, L, C, device=DEVICE, generator=g).to(dtype)
+                w = (torch.randn(G, K, L, device=DEVICE, generator=g) / math.sqrt(L)).to(dtype)
+                b = torch.randn(G, L, device=DEVICE, generator=g).to(dtype)
+                gy = torch.randn(B, L, C, device=DEVICE, generator=g).to(dtype)
                 xs, ws, bs = (t.detach().requires_grad_(True) for t in (x, w, b))
                 item = x.element_size()
                 wbytes = (w.numel() + b.numel()) * item
@@ -363,11 +372,12 @@ def run_benchmark(torch, ref, deadline: float, results: Dict[str, Any]) -> None:
                             cell.update(status="ok", **t, bytes_per_s=nbytes / (t["median_ms"] * 1e-3))
                         except Exception as e:  # noqa: BLE001
                             cell.update(status="error", error=f"{type(e).__name__}: {str(e)[:300]}")
-                        if name in ("fft", "dense"):
+                        if name in ("fft", "dense") and DEVICE == "cuda":
                             torch.cuda.empty_cache()
                         cells.append(cell)
                 del x, w, b, gy, xs, ws, bs
-                torch.cuda.empty_cache()
+                if DEVICE == "cuda":
+                    torch.cuda.empty_cache()
 
 
 # ---------------------------------------------------------------- report
@@ -439,7 +449,7 @@ def make_table(results: Dict[str, Any]) -> str:
         cs = {i: idx.get(r + (i,)) for i in ("ours", "ours_cufft", "ours_fused", "fft", "dense")}
         o, f = cs["ours"], cs["fft"]
         ratio = f"{f['median_ms'] / o['median_ms']:.2f}x" if ok(o) and ok(f) else "-"
-        gbs = f"{o['bytes_per_s'] / 1e9:.0f}" if ok(o) else "-"
+        gbs = f"{o['bytes_per_s'] / 1e9:.4g}" if ok(o) else "-"
         pct = f"{100 * o['bytes_per_s'] / copy_bw:.0f}%" if ok(o) and copy_bw else "-"
         lines.append("| " + " | ".join([("fwd" if r[0] == "fwd" else "fwd+bwd"), r[1], str(r[2]), str(r[3]),
                                          ms(o), ms(cs["ours_cufft"]), ms(cs["ours_fused"]), ms(f), ms(cs["dense"]),
@@ -573,7 +583,8 @@ def main() -> int:
         results["copy_bandwidth"] = copy_bandwidth(torch)
     except Exception as e:  # noqa: BLE001
         results["copy_bandwidth"] = dict(error=f"{type(e).__name__}: {e}")
-    section("correctness", check_correctness, torch, ref, min(deadline - 200, time.time() + 110), results)
+    # Budget: correctness <= 90 s, leaving ~50 s for gradcheck/opcheck/compile and >= 100 s for the benchmark.
+    section("correctness", check_correctness, torch, ref, min(deadline - 150, time.time() + 90), results)
     section("gradcheck", check_gradcheck, torch, results)
     section("opcheck", check_opcheck, torch, results)
     section("compile", check_compile, torch, results)

@@ -1,0 +1,244 @@
+// Host check of the CUDA kernels' logic, for machines without a GPU: runs the
+// real driver (toeplitz_driver.cuh), the cuFFT path's functors and the fused
+// block code (fused_fft.cuh) sequentially on the CPU and compares y, grad_x
+// and grad_weight with a direct float64 reference.
+//
+//   - HostExec stands in for DeviceExec: for_each is a loop over the elements
+//     (32-bit or 64-bit index, alternating), for_each_team sums the lanes'
+//     partials, r2c/c2r are naive DFTs with cuFFT's time-major layout and
+//     unnormalised convention (C2R scribbles over its input, as cuFFT may);
+//     every scratch buffer starts as NaN.
+//   - HostBlock runs a block's threads one after another between barriers,
+//     with each thread's FusedRegs kept across them, shared memory NaN-filled.
+// What it cannot show: warp shuffles, launch configurations, cuFFT itself,
+// the device's bf16/fp16 conversions, races (a sequential run has none).
+//
+// Not built by CMake. From the repository root (any C++17 compiler; the CUDA
+// headers only provide cudaStream_t):
+//   g++ -std=c++17 -O1 -g -fsanitize=address,undefined -Icuda -Icsrc -I/usr/local/cuda/include
+//       cuda/host_check.cpp -o /tmp/host_check && /tmp/host_check
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "toeplitz_driver.cuh"
+
+using namespace tmm::cuda;
+using tmm::kernels::ToeplitzShape;
+
+static bool g_u32 = true;
+
+struct HostBlock {
+  int T;
+  std::vector<FusedRegs> regs;
+  explicit HostBlock(int t) : T(t), regs(t) {
+    for (auto& r : regs)
+      for (auto& v : r.v) v = {NAN, NAN};
+  }
+  int threads() const { return T; }
+  void sync() {}
+  template <class F>
+  void each(F&& f) {
+    for (int tid = 0; tid < T; ++tid) f(tid, regs[tid]);
+  }
+};
+
+struct HostExec {
+  std::vector<std::unique_ptr<unsigned char[]>> mem;
+  int64_t budget;
+  int fused_fwd = 0, fused_bwd = 0;
+  template <class U>
+  U* alloc(int64_t count) {
+    mem.emplace_back(new unsigned char[count * sizeof(U)]);
+    unsigned char* p = mem.back().get();
+    for (int64_t i = 0; i < int64_t(count * sizeof(U)); ++i) p[i] = 0xff;  // NaN as float and double
+    return reinterpret_cast<U*>(p);
+  }
+  int64_t chunk_bytes() const { return budget; }
+  template <class F>
+  void for_each(const char*, int64_t count, const F& f) {
+    if (count < (int64_t(1) << 31) && g_u32) {
+      for (uint32_t e = 0; e < uint32_t(count); ++e) f(e);
+    } else {
+      for (int64_t e = 0; e < count; ++e) f(e);
+    }
+  }
+  template <class F>
+  void for_each_team(const char*, int64_t items, int team, const F& f) {
+    for (int64_t it = 0; it < items; ++it) {
+      auto sum = f.partial(it, 0, team);
+      for (int lane = 1; lane < team; ++lane) sum += f.partial(it, lane, team);
+      f.write(it, sum);
+    }
+  }
+  template <class R>
+  void r2c(int64_t n, int64_t batch, R* in, Cx<R>* out) {
+    const int64_t half = n / 2 + 1;
+    for (int64_t j = 0; j < batch; ++j)
+      for (int64_t k = 0; k < half; ++k) {
+        std::complex<double> acc = 0;
+        for (int64_t t = 0; t < n; ++t)
+          acc += double(in[t * batch + j]) * std::polar(1.0, -2 * M_PI * double((k * t) % n) / double(n));
+        out[k * batch + j] = {R(acc.real()), R(acc.imag())};
+      }
+  }
+  template <class R>
+  void c2r(int64_t n, int64_t batch, Cx<R>* in, R* out) {
+    const int64_t half = n / 2 + 1;
+    std::vector<double> res(n * batch);
+    for (int64_t j = 0; j < batch; ++j)
+      for (int64_t t = 0; t < n; ++t) {
+        double acc = double(in[j].re);
+        for (int64_t k = 1; k < half; ++k) {
+          const Cx<R> z = in[k * batch + j];
+          std::complex<double> v = std::complex<double>(z.re, z.im) *
+                                   std::polar(1.0, 2 * M_PI * double((k * t) % n) / double(n));
+          acc += (2 * k == n) ? v.real() : 2 * v.real();
+        }
+        res[t * batch + j] = acc;
+      }
+    // C2R may overwrite its input: scribble over it.
+    for (int64_t i = 0; i < half * batch; ++i) in[i] = {R(NAN), R(NAN)};
+    for (int64_t i = 0; i < n * batch; ++i) out[i] = R(res[i]);
+  }
+  template <class T>
+  void fused_forward(const FusedForwardArgs<T>& a, int64_t B) {
+    ++fused_fwd;
+    std::vector<Cx<float>> smem(a.geo.smem_bytes / sizeof(Cx<float>));
+    for (int64_t blk = 0; blk < B * a.geo.tiles; ++blk) {
+      for (auto& v : smem) v = {NAN, NAN};
+      HostBlock hb(a.geo.threads);
+      fused_forward_block(hb, a, blk, smem.data());
+    }
+  }
+  template <class T>
+  void fused_backward(const FusedBackwardArgs<T>& a, int64_t B) {
+    ++fused_bwd;
+    std::vector<Cx<float>> smem(a.geo.smem_bytes / sizeof(Cx<float>));
+    for (int64_t blk = 0; blk < B * a.geo.tiles; ++blk) {
+      for (auto& v : smem) v = {NAN, NAN};
+      HostBlock hb(a.geo.threads);
+      fused_backward_block(hb, a, blk, smem.data());
+    }
+  }
+};
+
+struct Case {
+  int64_t B, L, C, G, K, N;
+  bool bias, strided;
+};
+
+template <class T>
+T st(double v) { return from_real<T>(compute_t<T>(v)); }
+
+template <class T>
+double err_rel(const std::vector<T>& a, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = double(to_real(a[i])) - ref[i];
+    if (!std::isfinite(double(to_real(a[i])))) return INFINITY;
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+template <class T>
+bool run_case(const Case& cs, Algorithm path, int64_t budget, double tol, std::mt19937& rng) {
+  ToeplitzShape s;
+  s.B = cs.B; s.L = cs.L; s.C = cs.C; s.G = cs.G; s.K = cs.K; s.N = cs.N;
+  const int64_t Cg = s.C / s.G, halo = s.K - 1;
+  std::normal_distribution<double> nd;
+  // x stored as B x C x L when strided (non-contiguous view), else B x L x C.
+  std::vector<T> xs(s.B * s.L * s.C), gys(s.B * s.L * s.C), ws(s.G * s.K * s.N), bs(s.G * s.N);
+  for (auto& v : xs) v = st<T>(nd(rng));
+  for (auto& v : gys) v = st<T>(nd(rng));
+  for (auto& v : ws) v = st<T>(nd(rng) / std::sqrt(double(s.L)));
+  for (auto& v : bs) v = st<T>(nd(rng));
+  int64_t xst[3], gyst[3];
+  if (cs.strided) { xst[0] = s.C * s.L; xst[1] = 1; xst[2] = s.L; } else { xst[0] = s.L * s.C; xst[1] = s.C; xst[2] = 1; }
+  gyst[0] = s.L * s.C; gyst[1] = s.C; gyst[2] = 1;
+  auto X = [&](int64_t b, int64_t t, int64_t c) { return double(to_real(xs[b * xst[0] + t * xst[1] + c * xst[2]])); };
+  auto GY = [&](int64_t b, int64_t t, int64_t c) { return double(to_real(gys[b * gyst[0] + t * gyst[1] + c * gyst[2]])); };
+  auto Wt = [&](int64_t g, int64_t i, int64_t t) { return double(to_real(ws[(g * s.K + i) * s.N + t])); };
+  // reference
+  std::vector<double> y(s.B * s.L * s.C, 0), gx(s.B * s.L * s.C, 0), gw(s.G * s.K * s.N, 0);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t c = 0; c < s.C; ++c) {
+      const int64_t g = c / Cg;
+      for (int64_t i = 0; i < s.K; ++i) {
+        const int64_t src = c - halo + i;
+        if (src < g * Cg) continue;
+        for (int64_t t = 0; t < s.L; ++t)
+          for (int64_t u = 0; u <= t; ++u) {
+            y[(b * s.L + t) * s.C + c] += Wt(g, i, t - u) * X(b, u, src);
+            gx[(b * s.L + u) * s.C + src] += Wt(g, i, t - u) * GY(b, t, c);
+            gw[(g * s.K + i) * s.N + t - u] += GY(b, t, c) * X(b, u, src);
+          }
+      }
+      if (cs.bias)
+        for (int64_t t = 0; t < s.L; ++t) y[(b * s.L + t) * s.C + c] += double(to_real(bs[g * s.N + t]));
+    }
+  HostExec ex;
+  ex.budget = budget;
+  std::vector<T> yo(y.size(), st<T>(NAN)), gxo(gx.size(), st<T>(NAN)), gwo(gw.size(), st<T>(NAN));
+  ToeplitzForwardParams<T> pf;
+  pf.shape = s;
+  pf.x = xs.data(); for (int d = 0; d < 3; ++d) pf.x_stride[d] = xst[d];
+  pf.weight = ws.data(); pf.w_stride[0] = s.K * s.N; pf.w_stride[1] = s.N; pf.w_stride[2] = 1;
+  if (cs.bias) { pf.bias = bs.data(); pf.bias_stride[0] = s.N; pf.bias_stride[1] = 1; }
+  pf.y = yo.data();
+  run_forward(pf, ex, path);
+  ToeplitzBackwardParams<T> pb;
+  pb.shape = s;
+  pb.grad_y = gys.data(); for (int d = 0; d < 3; ++d) pb.gy_stride[d] = gyst[d];
+  pb.x = xs.data(); for (int d = 0; d < 3; ++d) pb.x_stride[d] = xst[d];
+  pb.weight = ws.data(); pb.w_stride[0] = s.K * s.N; pb.w_stride[1] = s.N; pb.w_stride[2] = 1;
+  pb.grad_x = gxo.data(); pb.grad_weight = gwo.data();
+  run_backward(pb, ex, path);
+  // also: only grad_weight, only grad_x
+  std::vector<T> gxo2(gx.size(), st<T>(NAN)), gwo2(gw.size(), st<T>(NAN));
+  pb.grad_x = nullptr; pb.grad_weight = gwo2.data();
+  run_backward(pb, ex, path);
+  pb.grad_x = gxo2.data(); pb.grad_weight = nullptr;
+  run_backward(pb, ex, path);
+  const double ey = err_rel(yo, y), egx = err_rel(gxo, gx), egw = err_rel(gwo, gw);
+  const double egx2 = err_rel(gxo2, gx), egw2 = err_rel(gwo2, gw);
+  const bool ok = ey < tol && egx < tol && egw < tol && egx2 < tol && egw2 < tol;
+  std::printf("%s %-6s B=%ld L=%ld C=%ld G=%ld K=%ld N=%ld bias=%d strided=%d budget=%ld fused=%d/%d: y %.2e gx %.2e gw %.2e (%.2e %.2e)\n",
+              ok ? "ok  " : "FAIL", path == Algorithm::kFused ? "fused" : "cufft", long(s.B), long(s.L), long(s.C),
+              long(s.G), long(s.K), long(s.N), cs.bias, cs.strided, long(budget), ex.fused_fwd, ex.fused_bwd, ey,
+              egx, egw, egx2, egw2);
+  return ok;
+}
+
+int main() {
+  std::mt19937 rng(1234);
+  std::vector<Case> cases = {
+      {1, 1, 1, 1, 1, 1, false, false},   {2, 1, 3, 1, 1, 2, true, false},    {2, 5, 4, 1, 1, 7, true, false},
+      {2, 7, 6, 2, 2, 9, true, true},     {3, 9, 12, 3, 4, 9, true, false},    {2, 17, 8, 8, 1, 20, true, false},
+      {2, 33, 10, 2, 5, 33, false, true}, {1, 64, 40, 4, 3, 70, true, false},  {2, 97, 33, 1, 1, 100, true, true},
+      {2, 31, 64, 64, 1, 31, true, false}, {3, 13, 48, 2, 17, 13, true, false}, {2, 129, 20, 5, 4, 130, true, false},
+      {1, 200, 9, 1, 9, 200, false, false}, {2, 11, 70, 7, 10, 12, true, true},
+  };
+  bool all = true;
+  for (const Case& c : cases) {
+    all &= run_case<float>(c, Algorithm::kCufft, int64_t(1) << 30, 2e-5, rng);
+    all &= run_case<float>(c, Algorithm::kCufft, 1, 2e-5, rng);  // one batch per chunk
+    all &= run_case<double>(c, Algorithm::kCufft, 1, 1e-11, rng);
+    all &= run_case<float>(c, Algorithm::kFused, int64_t(1) << 30, 2e-5, rng);
+    all &= run_case<tmm::kernels::bf16_t>(c, Algorithm::kFused, int64_t(1) << 30, 2e-2, rng);
+    g_u32 = !g_u32;
+  }
+  std::vector<Case> big = {
+      {1, 4096, 3, 1, 2, 4100, true, true},  {2, 1000, 9, 3, 2, 1000, true, false},
+      {1, 2048, 6, 6, 1, 2048, true, false}, {1, 300, 40, 1, 12, 300, true, false},  // K-1 > P: falls back
+  };
+  for (const Case& c : big) all &= run_case<float>(c, Algorithm::kFused, int64_t(1) << 30, 2e-5, rng);
+  std::printf(all ? "ALL OK\n" : "SOME FAILED\n");
+  return all ? 0 : 1;
+}
