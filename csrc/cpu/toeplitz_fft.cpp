@@ -212,10 +212,11 @@ void store_columns(T* out, const ToeplitzShape& s, int64_t b, int64_t c0, int64_
     T* row = out + (b * s.L + t) * s.C + c0;
     const R* re = buf.re.data() + t * kLanes;
     const R* im = buf.im.data() + t * kLanes;
+    const int64_t re_hi = std::min(m_hi, kLanes), im_lo = std::max(m_lo, kLanes);
 #pragma GCC ivdep
-    for (int64_t m = m_lo; m < std::min(m_hi, kLanes); ++m) row[m] = store_as<T>(re[m] + bias_at(m, t));
+    for (int64_t m = m_lo; m < re_hi; ++m) row[m] = store_as<T>(re[m] + bias_at(m, t));
 #pragma GCC ivdep
-    for (int64_t m = std::max(m_lo, kLanes); m < m_hi; ++m) row[m] = store_as<T>(im[m - kLanes] + bias_at(m, t));
+    for (int64_t m = im_lo; m < m_hi; ++m) row[m] = store_as<T>(im[m - kLanes] + bias_at(m, t));
   }
 }
 

@@ -13,10 +13,10 @@
 // What it cannot show: warp shuffles, launch configurations, cuFFT itself,
 // the device's bf16/fp16 conversions, races (a sequential run has none).
 //
-// Not built by CMake. From the repository root (any C++17 compiler; the CUDA
-// headers only provide cudaStream_t):
+// Built and run by CTest where the CUDA kernels are built (the CUDA headers
+// only provide cudaStream_t). By hand, with sanitizers:
 //   g++ -std=c++17 -O1 -g -fsanitize=address,undefined -Icuda -Icsrc -I/usr/local/cuda/include
-//       cuda/host_check.cpp -o /tmp/host_check && /tmp/host_check
+//       tests/cpp/cuda_host_check.cpp -o /tmp/host_check && /tmp/host_check
 #include <cmath>
 #include <complex>
 #include <cstdio>
