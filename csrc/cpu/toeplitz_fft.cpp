@@ -117,8 +117,8 @@ WeightSpectra<R> weight_spectra(const T* w, const int64_t* ws, const ToeplitzSha
   WeightSpectra<R> out;
   out.half = n / 2 + 1;
   out.G = s.G;
-  // kCols of padding: per-channel tiles read whole rows of columns past the
-  // last group (masked to zero).
+  // kCols of padding: per-channel tiles read whole rows of kCols entries,
+  // past the last group for the last tile (its columns there hold zeros).
   out.re.resize(out.half * rows + kCols);
   out.im.resize(out.half * rows + kCols);
   pf((rows + kCols - 1) / kCols, [&](int64_t begin, int64_t end) {
@@ -155,13 +155,12 @@ struct TileCoefs {
   R tap_mask[kMaxTileTaps][kCols];     // [i][m]: output column m uses tap i
   R grad_x_mask[kMaxTileTaps][kCols];  // [i][m]: column m receives tap i from output column m+halo-i
 
-  // One channel per group (Hyena's filters): column m's group is
-  // first_group + m, so spectra are read as contiguous rows, not gathered.
+  // One channel per group (Hyena's filters, K = 1): column m's spectrum is
+  // row entry first(t) + m, read contiguously by per_channel_product.
   bool per_channel;
-  int64_t first_group;
 
-  TileCoefs(const ToeplitzShape& s, const ChannelTiles& tiles, int64_t t, const TileColumns& cols)
-      : per_channel(s.group_channels() == 1), first_group(tiles.first(t)) {
+  TileCoefs(const ToeplitzShape& s, const ChannelTiles& tiles, const TileColumns& cols)
+      : per_channel(s.group_channels() == 1) {
     for (int64_t m = 0; m < kCols; ++m) group_index[m] = std::max<int64_t>(0, cols.group[m]);
     for (int64_t i = 0; i < s.K; ++i) {
       for (int64_t m = 0; m < kCols; ++m) {
@@ -183,22 +182,52 @@ void multiply_accumulate(const WeightSpectra<R>& W, const TileCoefs<R>& coef, in
   const R sign = kConj ? R(-1) : R(1);
   const R* __restrict wr = W.re_at(i, k);
   const R* __restrict wi = W.im_at(i, k);
-  if (coef.per_channel) {
-    wr += coef.first_group;
-    wi += coef.first_group;
-#pragma GCC ivdep
-    for (int64_t m = m_lo; m < m_hi; ++m) {
-      const R gr = wr[m] * mask[m], gi = sign * wi[m] * mask[m];
-      yr[m] += gr * xr[m + shift] - gi * xi[m + shift];
-      yi[m] += gr * xi[m + shift] + gi * xr[m + shift];
-    }
-    return;
-  }
 #pragma GCC ivdep
   for (int64_t m = m_lo; m < m_hi; ++m) {
     const R gr = wr[coef.group_index[m]] * mask[m], gi = sign * wi[coef.group_index[m]] * mask[m];
     yr[m] += gr * xr[m + shift] - gi * xi[m + shift];
     yi[m] += gr * xi[m + shift] + gi * xr[m + shift];
+  }
+}
+
+// Packed product for one-channel-per-group tiles (K = 1): lane j carries
+// channels j and j+16 with spectra Wa and Wb. With S = (Wa+Wb)/2 and
+// D = (Wa-Wb)/2 the product of both separated channels, recombined, is
+//   Zy[k] = S Z[k] + D conj Z[n-k],   Zy[n-k] = conj(S) Z[n-k] + conj(D) conj Z[k],
+// so the separation is folded into the multiply. kConj uses conj(W) (grad_x).
+// Reads z (rows p, q of `in`) and writes rows p, q of `out` (may be `in`).
+template <bool kConj, class R>
+void per_channel_product(const R* __restrict war, const R* __restrict wai, R scale, int64_t p, int64_t q,
+                         const TileBuffer<R>& in, TileBuffer<R>& out) {
+  const R sign = kConj ? R(-1) : R(1);
+  const R* zpr = in.re.data() + p * kLanes;
+  const R* zpi = in.im.data() + p * kLanes;
+  const R* zqr = in.re.data() + q * kLanes;
+  const R* zqi = in.im.data() + q * kLanes;
+  R* ypr = out.re.data() + p * kLanes;
+  R* ypi = out.im.data() + p * kLanes;
+  R* yqr = out.re.data() + q * kLanes;
+  R* yqi = out.im.data() + q * kLanes;
+  if (p == q) {  // k = 0 or n/2: real spectra, Zy = Wa Re Z + i Wb Im Z
+#pragma GCC ivdep
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const R zr = zpr[j], zi = zpi[j];
+      ypr[j] = war[j] * scale * zr;
+      ypi[j] = war[j + kLanes] * scale * zi;
+    }
+    return;
+  }
+#pragma GCC ivdep
+  for (int64_t j = 0; j < kLanes; ++j) {
+    const R sr = R(0.5) * scale * (war[j] + war[j + kLanes]);
+    const R si = R(0.5) * scale * sign * (wai[j] + wai[j + kLanes]);
+    const R dr = R(0.5) * scale * (war[j] - war[j + kLanes]);
+    const R di = R(0.5) * scale * sign * (wai[j] - wai[j + kLanes]);
+    const R ar = zpr[j], ai = zpi[j], br = zqr[j], bi = zqi[j];
+    ypr[j] = sr * ar - si * ai + dr * br + di * bi;  // S a + D conj(b)
+    ypi[j] = sr * ai + si * ar + di * br - dr * bi;
+    yqr[j] = sr * br + si * bi + dr * ar - di * ai;  // conj(S) b + conj(D) conj(a)
+    yqi[j] = sr * bi - si * br - di * ar - dr * ai;
   }
 }
 
@@ -240,7 +269,7 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
       const int64_t b = item / tiles.count, t = item % tiles.count;
       const TileColumns cols(s, tiles, t);
       if (cols.group_hi < 0) continue;  // owns no output channel
-      const TileCoefs<R> coef(s, tiles, t, cols);
+      const TileCoefs<R> coef(s, tiles, cols);
       const int64_t c0 = tiles.first(t);
       buf.load(p.x, p.x_stride, b, s, c0);
       fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
@@ -265,6 +294,10 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
             zqr[j] = zr * wr + zi * wi;
             zqi[j] = zi * wr - zr * wi;
           }
+        });
+      } else if (coef.per_channel) {
+        for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
+          per_channel_product<false>(W.re_at(0, k) + c0, W.im_at(0, k) + c0, scale, pr, qr, buf, buf);
         });
       } else {
         for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
@@ -332,7 +365,7 @@ void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor
     for (int64_t it = begin; it < end; ++it) {
       const int64_t t = it / chunks, chunk = it % chunks;
       const TileColumns cols(s, tiles, t);
-      const TileCoefs<R> coef(s, tiles, t, cols);
+      const TileCoefs<R> coef(s, tiles, cols);
       const bool uniform = cols.uniform(s.K);
       const int64_t c0 = tiles.first(t);
       if (want_gw) {
@@ -398,7 +431,9 @@ void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor
                 }
               }
             }
-            if (want_gx) {
+            if (want_gx && coef.per_channel) {
+              per_channel_product<true>(W.re_at(0, k) + c0, W.im_at(0, k) + c0, scale, pr, qr, gb, xb);
+            } else if (want_gx) {
               std::fill(yr, yr + kCols, R(0));
               std::fill(yi, yi + kCols, R(0));
               for (int64_t i = 0; i < s.K; ++i)  // conj(W_{g,i}) GY_{m+h-i}

@@ -10,25 +10,12 @@
 #include "ops/checks.h"
 #include "ops/cpu_algorithm.h"
 #include "ops/glue.h"
+#include "ops/kernel_args.h"
 
 namespace tmm::detail {
 namespace {
 
 std::atomic<cpu::Algorithm> g_algorithm{cpu::Algorithm::kAuto};
-
-template <class S> struct storage { using type = S; };
-template <> struct storage<c10::BFloat16> { using type = kernels::bf16_t; };
-template <> struct storage<c10::Half> { using type = kernels::f16_t; };
-
-template <class S>
-auto* raw(const at::Tensor& t) {
-  using T = typename storage<S>::type;
-  return reinterpret_cast<T*>(t.data_ptr<S>());
-}
-
-void copy_strides(const at::Tensor& t, int64_t* out) {
-  for (int64_t d = 0; d < t.dim(); ++d) out[d] = t.stride(d);
-}
 
 const cpu::ParallelFor& torch_parallel_for() {
   static const cpu::ParallelFor pf = [](int64_t n, const std::function<void(int64_t, int64_t)>& body) {

@@ -21,28 +21,15 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include "../../cuda/toeplitz_cuda.h"
+#include "cuda/toeplitz_cuda.h"
 #include "ops/checks.h"
 #include "ops/glue.h"
+#include "ops/kernel_args.h"
 
 namespace tmm::detail {
 namespace {
 
 using tmm::cuda::FftType;
-
-template <class S> struct storage { using type = S; };
-template <> struct storage<c10::BFloat16> { using type = kernels::bf16_t; };
-template <> struct storage<c10::Half> { using type = kernels::f16_t; };
-
-template <class S>
-auto* raw(const at::Tensor& t) {
-  using T = typename storage<S>::type;
-  return reinterpret_cast<T*>(t.data_ptr<S>());
-}
-
-void copy_strides(const at::Tensor& t, int64_t* out) {
-  for (int64_t d = 0; d < t.dim(); ++d) out[d] = t.stride(d);
-}
 
 tmm::cuda::Algorithm requested_algorithm() {
   const char* v = std::getenv("TMM_CUDA_ALGORITHM");
