@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/cpu_algorithm.h"
+#include "python/bindings.h"
 #include "tmm/io/safetensors.h"
 #include "tmm/version.h"
 
@@ -60,6 +61,7 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>(), "Write [(name, tensor)] and a string map atomically");
   m.def("_load_safetensors", &load_safetensors, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
         "Read and validate a file: ({name: tensor}, metadata)");
+  tmm::python::bind_models(m);
   // c10::Error -> RuntimeError with the message only (what() appends a C++
   // backtrace); local, so torch's own bindings are left as they are.
   py::register_local_exception_translator([](std::exception_ptr p) {

@@ -1,4 +1,5 @@
-// Umbrella header of libtmm_torch.
+// Umbrella header of libtmm_torch: the ops and checkpoint I/O. The model
+// zoo is <tmm/models.h>.
 #pragma once
 
 #include <tmm/io/safetensors.h>

@@ -1,0 +1,164 @@
+// Mamba2 (Dao and Gu 2024, "Transformers are SSMs"): the state-space-duality
+// (SSD) baseline of the zoo, written with LibTorch tensor ops only (no CUDA
+// dependency; runs wherever ATen runs, in any floating dtype).
+//
+// Model: Embedding(V, d) -> N blocks -> RMSNorm -> Linear(d, V, no bias).
+// Block (pre-norm): x += Mixer(RMSNorm(x)); with "d_intermediate" > 0 also
+// x += GatedMLP(RMSNorm(x)) (off by default: Mamba 2 has no MLP).
+//
+// Mixer, per token (d_inner = expand * d, H = d_inner / headdim heads of
+// size P = headdim, G = ngroups groups of B and C, N = d_state):
+//   [z, xBC, dt] = in_proj(u)            sizes d_inner, d_inner + 2GN, H
+//   xBC = silu(causal depthwise conv1d(xBC))   width d_conv, with bias
+//   [x, B, C] = xBC                      sizes d_inner, GN, GN
+//   dt = softplus(dt + dt_bias),  A = -exp(A_log)          (per head)
+//   h_t = exp(A dt_t) h_{t-1} + dt_t x_t B_t^T,  y_t = h_t C_t + D x_t
+//        (head h reads group h / (H/G) of B and C; h_t is P x N per head)
+//   out = out_proj(rmsnorm(y * silu(z)) * norm.weight)
+//        (gated RMSNorm, normalised per group of d_inner / G channels)
+// The recurrence is computed with the chunked SSD algorithm: inside a chunk
+// of Q = chunk_size tokens as a masked quadratic form, across chunks by a
+// recurrence over the chunk-boundary states. The scan runs in float32 (in
+// float64 for float64 models), as the reference kernels do.
+//
+// Parameter names follow mamba_ssm's (embed.weight, blocks.<i>.norm.weight,
+// blocks.<i>.mixer.{in_proj.weight, conv1d.weight, conv1d.bias, dt_bias,
+// A_log, D, norm.weight, out_proj.weight}, norm.weight, head.weight), and so
+// does the initialisation (see mamba2.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "tmm/models/language_model.h"
+
+namespace tmm::models {
+
+struct Mamba2Config {
+  int64_t vocab_size = 0;
+  int64_t d_model = 0;
+  int64_t n_layers = 0;
+  int64_t max_len = 0;        // maximum context
+  double dropout = 0.0;       // on each residual branch's output
+  bool tie_embeddings = false;
+  int64_t d_state = 64;       // N
+  int64_t d_conv = 4;         // width of the causal depthwise conv
+  int64_t expand = 2;         // d_inner = expand * d_model
+  int64_t headdim = 64;       // P; d_inner % headdim == 0
+  int64_t ngroups = 1;        // G; nheads % ngroups == 0
+  int64_t chunk_size = 64;    // Q of the chunked scan (any length works)
+  int64_t d_intermediate = 0; // hidden size of the optional gated MLP; 0 = none
+
+  int64_t d_inner() const { return expand * d_model; }
+  int64_t nheads() const { return d_inner() / headdim; }
+
+  // Validates every key ("arch" must be "mamba2"); errors name the key.
+  static Mamba2Config from_json(const nlohmann::json& config);
+  // Every key spelled out, including "arch".
+  nlohmann::json to_json() const;
+};
+
+namespace mamba2 {
+
+// The chunked SSD scan (no D term, zero initial state).
+//   x:  batch x L x H x P      dt: batch x L x H (already positive)
+//   A:  H (negative)           B, C: batch x L x G x N, H % G == 0
+// Returns y: batch x L x H x P with, per head h (group g = h / (H/G)),
+//   s_t = exp(A_h dt_t) s_{t-1} + dt_t x_t B_t^T  (P x N, s_{-1} = 0)
+//   y_t = s_t C_t.
+// L need not be a multiple of chunk_size (the tail chunk is zero-padded).
+// Computed in the dtype of x; callers upcast low-precision inputs.
+at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
+                       const at::Tensor& C, int64_t chunk_size);
+
+// Causal depthwise convolution along the sequence.
+//   x: batch x L x C, weight: C x 1 x K (torch Conv1d layout), bias: C
+//   y[b,t,c] = bias[c] + sum_{k<K} weight[c,0,k] * x[b, t-(K-1)+k, c]
+//   (terms with a negative time index are zero).
+at::Tensor causal_depthwise_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// Gated RMSNorm ("norm before gate = false"): g = y * silu(z), normalised
+// over each of `groups` equal slices of the last dimension, times weight.
+at::Tensor gated_rms_norm(const at::Tensor& y, const at::Tensor& z, const at::Tensor& weight, int64_t groups,
+                          double eps);
+
+}  // namespace mamba2
+
+// Gated RMSNorm with its weight (d_inner), as in mamba_ssm's RMSNormGated.
+class Mamba2GatedRMSNormImpl : public torch::nn::Module {
+ public:
+  Mamba2GatedRMSNormImpl(int64_t dim, int64_t groups, double eps);
+  at::Tensor forward(const at::Tensor& y, const at::Tensor& z);
+
+  at::Tensor weight;  // dim
+  int64_t groups;
+  double eps;
+};
+TORCH_MODULE(Mamba2GatedRMSNorm);
+
+// The SSD mixer: B x L x d -> B x L x d.
+class Mamba2MixerImpl : public torch::nn::Module {
+ public:
+  explicit Mamba2MixerImpl(const Mamba2Config& config);
+  at::Tensor forward(const at::Tensor& u);
+
+  Mamba2Config config;
+  torch::nn::Linear in_proj{nullptr};   // d -> 2 d_inner + 2 G N + H
+  torch::nn::Conv1d conv1d{nullptr};    // depthwise over d_inner + 2 G N channels (weights only; see forward)
+  at::Tensor dt_bias;                   // H
+  at::Tensor A_log;                     // H
+  at::Tensor D;                         // H
+  Mamba2GatedRMSNorm norm{nullptr};     // d_inner, groups of d_inner / G
+  torch::nn::Linear out_proj{nullptr};  // d_inner -> d
+};
+TORCH_MODULE(Mamba2Mixer);
+
+// The optional MLP (mamba_ssm's GatedMLP): fc2(a * silu(gate)), [a, gate] = fc1(x).
+class Mamba2GatedMLPImpl : public torch::nn::Module {
+ public:
+  Mamba2GatedMLPImpl(int64_t d_model, int64_t hidden, int64_t n_layers);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::Linear fc1{nullptr};  // d -> 2 hidden
+  torch::nn::Linear fc2{nullptr};  // hidden -> d
+};
+TORCH_MODULE(Mamba2GatedMLP);
+
+class Mamba2BlockImpl : public torch::nn::Module {
+ public:
+  explicit Mamba2BlockImpl(const Mamba2Config& config);
+  at::Tensor forward(const at::Tensor& x);
+
+  Mamba2Config config;
+  torch::nn::AnyModule norm;  // RMSNorm(d)
+  Mamba2Mixer mixer{nullptr};
+  torch::nn::AnyModule norm2;  // RMSNorm(d), only with the MLP
+  Mamba2GatedMLP mlp{nullptr};
+};
+TORCH_MODULE(Mamba2Block);
+
+class Mamba2Model : public LanguageModel {
+ public:
+  explicit Mamba2Model(const Mamba2Config& config);
+
+  at::Tensor hidden_states(const at::Tensor& input_ids) override;  // after the final norm
+  at::Tensor head(const at::Tensor& hidden) override;
+  std::string config_json() const override;
+
+  Mamba2Config config;
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::ModuleList blocks;
+  torch::nn::AnyModule norm;              // final RMSNorm(d)
+  torch::nn::Linear head_proj{nullptr};   // registered as "head"; null when tied
+};
+
+}  // namespace tmm::models

@@ -1,0 +1,123 @@
+// The Transformer baseline, Llama-style (mission.md, "The baselines"):
+//   h = embed(ids)                                     B x L x d
+//   n_layers times, pre-norm:
+//     h += wo(attention(rope(wq(n)), rope(wk(n)), wv(n)))  with n = RMSNorm(h)
+//     h += w2(silu(w1(n)) * w3(n))                          with n = RMSNorm(h)  (SwiGLU)
+//   logits = head(RMSNorm(h))                          B x L x V
+// Attention is causal, multi-head, scaled dot-product (1/sqrt(head_dim)),
+// through at::scaled_dot_product_attention. With "window" w > 0 it is the
+// sliding-window (local) variant: token t attends to s in (t - w, t], so after
+// n_layers layers position t sees tokens t - n_layers*(w-1) .. t and no
+// further back. RoPE (rotate-half / GPT-NeoX pairing: dimension i is rotated
+// with i + head_dim/2 by the angle pos * rope_theta^(-2i/head_dim)) is computed
+// in every forward from the positions; there is no positional table, learned
+// or cached. No biases anywhere, as in Llama.
+//
+// Config keys (besides the common vocab_size, d_model, n_layers, max_len,
+// dropout, tie_embeddings):
+//   n_heads     required; must divide d_model with an even head dimension
+//   rope_theta  RoPE base, default 10000
+//   window      0 (default): full causal attention; w > 0: sliding window
+//   ffn_mult    default 4: SwiGLU hidden width as Llama rounds it,
+//               round_up_8(floor(2/3 * ffn_mult * d_model)) (1368 for d=512);
+//               so the three SwiGLU matrices hold about as many parameters as
+//               a plain ffn_mult*d MLP's two
+//   ffn_hidden  default 0 = derived from ffn_mult as above; > 0 sets the hidden
+//               width directly and ffn_mult is then not used. config_json()
+//               writes the width actually built.
+// dropout (default 0) applies to the attention probabilities and to each
+// residual branch's output, in training mode only.
+// Init: every Linear Kaiming-normal fan-in (make_linear, the zoo's
+// convention), embedding N(0, 1), RMSNorm weights 1 (eps 1e-6).
+// Parameter names: embed.weight, blocks.<i>.attn_norm.weight,
+// blocks.<i>.attn.{wq,wk,wv,wo}.weight, blocks.<i>.mlp_norm.weight,
+// blocks.<i>.mlp.{w1,w2,w3}.weight, norm.weight, head.weight (absent when tied).
+#pragma once
+
+#include <string>
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include "tmm/models/language_model.h"
+
+namespace tmm::models {
+
+class RMSNormImpl;
+
+struct TransformerConfig {
+  int64_t vocab_size = 0, d_model = 0, n_layers = 0, max_len = 0;
+  int64_t n_heads = 0;
+  double rope_theta = 10000.0;
+  int64_t window = 0;       // 0: full causal attention; w > 0: attend to (t - w, t]
+  double ffn_mult = 4.0;
+  int64_t ffn_hidden = 0;   // resolved by from_json_text: always > 0 afterwards
+  double dropout = 0.0;
+  bool tie_embeddings = false;
+
+  int64_t head_dim() const { return d_model / n_heads; }
+  // Validates every key (errors name it) and resolves ffn_hidden.
+  static TransformerConfig from_json_text(const std::string& json);
+  std::string to_json_text() const;
+};
+
+// Llama's SwiGLU width: round_up(floor(2/3 * ffn_mult * d_model), 8).
+int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult);
+
+// Multi-head causal self-attention with RoPE: B x L x d -> B x L x d.
+class TransformerAttentionImpl : public torch::nn::Module {
+ public:
+  TransformerAttentionImpl(int64_t d_model, int64_t n_heads, double rope_theta, int64_t window, double dropout);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+
+ private:
+  int64_t n_heads_, head_dim_, window_;
+  double rope_theta_, dropout_;
+};
+TORCH_MODULE(TransformerAttention);
+
+// SwiGLU feed-forward: w2(silu(w1 x) * w3 x), B x L x d -> B x L x d.
+class SwiGLUImpl : public torch::nn::Module {
+ public:
+  SwiGLUImpl(int64_t d_model, int64_t hidden);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::Linear w1{nullptr}, w2{nullptr}, w3{nullptr};
+};
+TORCH_MODULE(SwiGLU);
+
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  explicit TransformerBlockImpl(const TransformerConfig& c);
+  at::Tensor forward(const at::Tensor& x);
+
+  std::shared_ptr<RMSNormImpl> attn_norm, mlp_norm;
+  TransformerAttention attn{nullptr};
+  SwiGLU mlp{nullptr};
+
+ private:
+  torch::nn::Dropout drop_{nullptr};
+};
+TORCH_MODULE(TransformerBlock);
+
+class Transformer : public LanguageModel {
+ public:
+  explicit Transformer(const TransformerConfig& config);
+  at::Tensor hidden_states(const at::Tensor& input_ids) override;  // after the final RMSNorm
+  at::Tensor head(const at::Tensor& hidden) override;
+  std::string config_json() const override { return config_.to_json_text(); }
+  const TransformerConfig& config() const { return config_; }
+
+ private:
+  TransformerConfig config_;
+  torch::nn::Embedding embed_{nullptr};
+  torch::nn::ModuleList blocks_;
+  std::shared_ptr<RMSNormImpl> norm_;
+  torch::nn::Linear head_{nullptr};
+};
+
+}  // namespace tmm::models

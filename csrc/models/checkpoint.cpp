@@ -1,0 +1,209 @@
+// Checkpoint directories: config.json + model.safetensors (see checkpoint.h).
+// Loading validates the whole file against the freshly built model before a
+// single tensor is copied, so a bad checkpoint never yields a half-loaded model.
+#include "tmm/models/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "tmm/io/safetensors.h"
+#include "tmm/version.h"
+
+namespace tmm::models {
+namespace {
+
+// POSIX calls rather than std::filesystem: libtorch.so exports std::filesystem
+// symbols of its own (torch 2.11 wheels), some of which crash when they win
+// symbol resolution over libstdc++'s.
+
+constexpr const char* kConfigFile = "config.json";
+constexpr const char* kWeightsFile = "model.safetensors";
+
+std::string join(const std::string& dir, const char* file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// mkdir -p: creates `dir` and its missing parents.
+void make_directories(const std::string& dir) {
+  for (size_t pos = 1;; ++pos) {
+    pos = dir.find('/', pos);
+    const std::string part = dir.substr(0, pos);
+    if (!part.empty() && ::mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) {
+      TORCH_CHECK(false, "save_checkpoint: cannot create the directory '", part, "': ", std::strerror(errno));
+    }
+    if (pos == std::string::npos) break;
+  }
+  TORCH_CHECK(is_directory(dir), "save_checkpoint: cannot create the directory '", dir,
+              "': a file of that name exists");
+}
+
+// Every tensor the model's forward uses: parameters, then buffers.
+std::vector<std::pair<std::string, at::Tensor>> named_tensors(const LanguageModel& model) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  for (const auto& item : model.named_buffers(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Writes `text` to `path` atomically: temporary file in the same directory,
+// fsync, rename over `path`, fsync of the directory.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  struct RemoveOnError {
+    const std::string& p;
+    bool armed = true;
+    ~RemoveOnError() {
+      if (armed) ::unlink(p.c_str());
+    }
+  } guard{tmp};
+  Fd f;
+  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  TORCH_CHECK(f.fd >= 0, "checkpoint: cannot create '", tmp, "': ", std::strerror(errno));
+  const char* p = text.data();
+  size_t n = text.size();
+  while (n > 0) {
+    const ssize_t r = ::write(f.fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    TORCH_CHECK(r > 0, "checkpoint: write of '", tmp, "' failed: ", std::strerror(errno));
+    p += r, n -= size_t(r);
+  }
+  TORCH_CHECK(::fsync(f.fd) == 0, "checkpoint: fsync of '", tmp, "' failed: ", std::strerror(errno));
+  const int fd = f.fd;
+  f.fd = -1;
+  TORCH_CHECK(::close(fd) == 0, "checkpoint: close of '", tmp, "' failed: ", std::strerror(errno));
+  TORCH_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "checkpoint: cannot rename '", tmp, "' to '", path,
+              "': ", std::strerror(errno));
+  guard.armed = false;
+  Fd dir;
+  dir.fd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir.fd >= 0) ::fsync(dir.fd);  // best effort: some file systems cannot fsync a directory
+}
+
+std::string read_text_file(const std::string& path) {
+  struct stat st {};
+  TORCH_CHECK(::stat(path.c_str(), &st) == 0, "checkpoint: '", path, "' ",
+              errno == ENOENT ? "does not exist" : std::strerror(errno));
+  TORCH_CHECK(S_ISREG(st.st_mode), "checkpoint: '", path, "' is not a regular file");
+  std::ifstream f(path, std::ios::binary);
+  TORCH_CHECK(f, "checkpoint: cannot open '", path, "': ", std::strerror(errno));
+  std::ostringstream s;
+  s << f.rdbuf();
+  TORCH_CHECK(!f.bad(), "checkpoint: cannot read '", path, "'");
+  return s.str();
+}
+
+// The dtypes a checkpoint tensor may have for a model tensor: the same kind
+// (floating point, integer, boolean, complex); the copy converts within it.
+const char* dtype_kind(at::ScalarType t) {
+  if (t == at::kBool) return "boolean";
+  if (at::isComplexType(t)) return "complex";
+  if (at::isFloatingType(t)) return "floating point";
+  return "integer";
+}
+
+}  // namespace
+
+void save_checkpoint(LanguageModel& model, const std::string& dir) {
+  TORCH_CHECK(!dir.empty(), "save_checkpoint: empty directory name");
+  make_directories(dir);
+  const nlohmann::json config = nlohmann::json::parse(model.config_json());
+  const std::string arch = config.value("arch", std::string());
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"arch", arch}, {"tmm_version", TMM_VERSION}};
+  // Weights first: a config.json next to them means the pair is complete.
+  tmm::io::save_safetensors(join(dir, kWeightsFile), named_tensors(model), metadata);
+  write_file_atomically(join(dir, kConfigFile), config.dump(2) + "\n");
+}
+
+std::shared_ptr<LanguageModel> load_checkpoint(const std::string& dir) {
+  const std::string config_path = join(dir, kConfigFile);
+  const std::string weights_path = join(dir, kWeightsFile);
+  TORCH_CHECK(is_directory(dir), "load_checkpoint: '", dir, "' is not a directory");
+
+  std::shared_ptr<LanguageModel> model;
+  const std::string config_text = read_text_file(config_path);
+  try {
+    model = build_model(config_text);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, "checkpoint '", config_path, "': ", e.what_without_backtrace());
+  }
+  const std::string arch = nlohmann::json::parse(config_text).at("arch").get<std::string>();
+
+  tmm::io::SafetensorsFile file = tmm::io::load_safetensors(weights_path);
+  const std::string where = "checkpoint '" + weights_path + "'";
+  auto meta_arch = file.metadata.find("arch");
+  TORCH_CHECK(meta_arch == file.metadata.end() || meta_arch->second == arch, where, ": written by a \"",
+              meta_arch->second, "\" model but config.json describes a \"", arch, "\" model");
+
+  // Validate everything, then copy.
+  const auto expected = named_tensors(*model);
+  std::vector<std::string> missing;
+  for (const auto& [name, t] : expected) {
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    const at::Tensor& got = it->second;
+    TORCH_CHECK(got.sizes() == t.sizes(), where, ": tensor '", name, "' has shape ", got.sizes(),
+                ", the model expects ", t.sizes());
+    TORCH_CHECK(std::strcmp(dtype_kind(got.scalar_type()), dtype_kind(t.scalar_type())) == 0, where,
+                ": tensor '", name, "' is ", got.scalar_type(), ", the model's is ", t.scalar_type(), " (",
+                dtype_kind(t.scalar_type()), ")");
+  }
+  TORCH_CHECK(missing.empty(), where, ": missing tensor", missing.size() > 1 ? "s" : "", " '",
+              c10::Join("', '", missing), "' (", missing.size(), " of ", expected.size(), ")");
+  if (file.tensors.size() != expected.size()) {
+    std::map<std::string, bool> known;
+    for (const auto& [name, _] : expected) known[name] = true;
+    std::vector<std::string> extra;
+    for (const auto& [name, _] : file.tensors)
+      if (!known.count(name)) extra.push_back(name);
+    TORCH_CHECK(false, where, ": unexpected tensor", extra.size() > 1 ? "s" : "", " '", c10::Join("', '", extra),
+                "' (not in the \"", arch, "\" model of config.json)");
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, t] : expected) {
+      at::Tensor dst = t;  // shares the model's TensorImpl
+      dst.copy_(file.tensors.at(name));
+    }
+  }
+  return model;
+}
+
+}  // namespace tmm::models

@@ -1,0 +1,70 @@
+// Validating reader of a model's JSON configuration: every key is read
+// exactly once with its type checked; anything missing, mistyped,
+// impossible or left unread is an error naming the key.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+namespace tmm::models {
+
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& config, std::string what) : config_(config), what_(std::move(what)) {
+    TORCH_CHECK(config_.is_object(), what_, ": expected a JSON object, got ", config_.type_name());
+  }
+
+  template <class T>
+  T required(const std::string& key) {
+    TORCH_CHECK(config_.contains(key), what_, ": missing key \"", key, "\"");
+    return get<T>(key);
+  }
+
+  template <class T>
+  T optional(const std::string& key, T fallback) {
+    return config_.contains(key) ? get<T>(key) : fallback;
+  }
+
+  // An impossible value: `ok` false raises "<what>: key \"<key>\" <message>".
+  void check(bool ok, const std::string& key, const std::string& message) const {
+    TORCH_CHECK(ok, what_, ": key \"", key, "\" ", message);
+  }
+
+  // Every key of the object must have been read.
+  void finish() const {
+    for (const auto& item : config_.items())
+      TORCH_CHECK(read_.count(item.key()), what_, ": unknown key \"", item.key(), "\"");
+  }
+
+ private:
+  template <class T>
+  T get(const std::string& key) {
+    read_.insert(key);
+    const nlohmann::json& v = config_.at(key);
+    if constexpr (std::is_same_v<T, bool>) {
+      TORCH_CHECK(v.is_boolean(), what_, ": key \"", key, "\" must be a boolean, got ", v.dump());
+    } else if constexpr (std::is_integral_v<T>) {
+      TORCH_CHECK(v.is_number_integer(), what_, ": key \"", key, "\" must be an integer, got ", v.dump());
+    } else if constexpr (std::is_floating_point_v<T>) {
+      TORCH_CHECK(v.is_number(), what_, ": key \"", key, "\" must be a number, got ", v.dump());
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      TORCH_CHECK(v.is_string(), what_, ": key \"", key, "\" must be a string, got ", v.dump());
+    } else {
+      static_assert(std::is_same_v<T, std::vector<int64_t>>, "unsupported config type");
+      TORCH_CHECK(v.is_array(), what_, ": key \"", key, "\" must be an array of integers, got ", v.dump());
+      for (const auto& e : v)
+        TORCH_CHECK(e.is_number_integer(), what_, ": key \"", key, "\" must be an array of integers, got ", v.dump());
+    }
+    return v.get<T>();
+  }
+
+  const nlohmann::json& config_;
+  std::string what_;
+  std::set<std::string> read_;
+};
+
+}  // namespace tmm::models

@@ -1,0 +1,212 @@
+#include "tmm/models/hyena.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/functional/linear.h>
+
+#include "models/config_reader.h"
+#include "models/layers.h"
+#include "models/registry.h"
+#include "tmm/ops.h"
+
+namespace tmm::models {
+
+HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  ConfigReader r(j, "Hyena config");
+  HyenaConfig c;
+  r.check(r.required<std::string>("arch") == "hyena", "arch", "must be \"hyena\"");
+  c.vocab_size = r.required<int64_t>("vocab_size");
+  c.d_model = r.required<int64_t>("d_model");
+  c.n_layers = r.required<int64_t>("n_layers");
+  c.max_len = r.required<int64_t>("max_len");
+  c.dropout = r.optional<double>("dropout", c.dropout);
+  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
+  c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
+  c.short_filter = r.optional<int64_t>("short_filter", c.short_filter);
+  c.filter_order = r.optional<int64_t>("filter_order", c.filter_order);
+  c.emb_dim = r.optional<int64_t>("emb_dim", c.emb_dim);
+  c.filter_sin_freq = r.optional<double>("filter_sin_freq", c.filter_sin_freq);
+  c.modulate = r.optional<bool>("modulate", c.modulate);
+  r.finish();
+
+  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
+  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
+  r.check(c.n_layers >= 0, "n_layers", "must be >= 0, got " + std::to_string(c.n_layers));
+  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
+  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
+  r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
+  r.check(c.short_filter >= 1, "short_filter", "must be >= 1, got " + std::to_string(c.short_filter));
+  r.check(c.filter_order >= 1, "filter_order", "must be >= 1, got " + std::to_string(c.filter_order));
+  r.check(c.emb_dim >= 3 && c.emb_dim % 2 == 1, "emb_dim",
+          "must be odd and >= 3 (time, then cosine and sine bands), got " + std::to_string(c.emb_dim));
+  r.check(std::isfinite(c.filter_sin_freq) && c.filter_sin_freq != 0.0, "filter_sin_freq",
+          "must be finite and nonzero, got " + std::to_string(c.filter_sin_freq));
+  return c;
+}
+
+std::string HyenaConfig::to_json_text() const {
+  nlohmann::json j = {{"arch", "hyena"},
+                      {"vocab_size", vocab_size},
+                      {"d_model", d_model},
+                      {"n_layers", n_layers},
+                      {"max_len", max_len},
+                      {"dropout", dropout},
+                      {"tie_embeddings", tie_embeddings},
+                      {"ffn_mult", ffn_mult},
+                      {"short_filter", short_filter},
+                      {"filter_order", filter_order},
+                      {"emb_dim", emb_dim},
+                      {"filter_sin_freq", filter_sin_freq},
+                      {"modulate", modulate}};
+  return j.dump(2);
+}
+
+// --- implicit filter ------------------------------------------------------
+
+HyenaFilterImpl::HyenaFilterImpl(const HyenaConfig& c) : c_(c) {
+  // The filter MLP keeps torch's default Linear init, as safari's HyenaFilter
+  // does; the zoo's Kaiming-normal init (make_linear) is for the projections.
+  const int64_t F = c.filter_order;
+  mlp->push_back(torch::nn::Linear(c.emb_dim, F));
+  mlp->push_back(torch::nn::Linear(F, F));
+  mlp->push_back(torch::nn::Linear(F, F));
+  mlp->push_back(torch::nn::Linear(torch::nn::LinearOptions(F, c.d_model).bias(false)));
+  register_module("mlp", mlp);
+  freq = register_parameter("freq", at::full({F}, c.filter_sin_freq));
+  D = register_parameter("D", at::randn({c.d_model}));
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Positions are computed in float32 (float64 for a float64 filter): bf16
+// cannot even count to 512.
+static at::TensorOptions feature_options(const at::Tensor& like) {
+  return like.options().dtype(like.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+}
+
+// t_p = p / (max_len - 1): the first of the positional features and the
+// time of the decay (safari's linspace(0, 1, max_len)[:L]).
+static at::Tensor normalized_time(int64_t L, int64_t max_len, const at::TensorOptions& opt) {
+  const at::Tensor p = at::arange(L, opt);
+  return max_len > 1 ? p / double(max_len - 1) : p * 0.0;  // L
+}
+
+at::Tensor HyenaFilterImpl::positional_features(int64_t L) const {
+  const auto opt = feature_options(freq);
+  const int64_t bands = (c_.emb_dim - 1) / 2;
+  const at::Tensor t = normalized_time(L, c_.max_len, opt).unsqueeze(1);              // L x 1
+  const at::Tensor w = at::arange(L, opt).unsqueeze(1) * (2.0 * kPi / double(c_.max_len));  // L x 1
+  const at::Tensor f = at::linspace(1e-4, double(bands - 1), bands, opt).unsqueeze(0);  // 1 x bands
+  const at::Tensor fw = w * f;                                                           // L x bands
+  return at::cat({t, at::cos(fw), -at::sin(fw)}, 1);                                     // L x emb_dim
+}
+
+at::Tensor HyenaFilterImpl::decay(int64_t L) const {
+  const auto opt = feature_options(freq);
+  if (!c_.modulate) return at::ones({L, c_.d_model}, opt);
+  // Channel c decays to 1e-2 at t between 1.5 (slowest, c = 0) and 0.3 (fastest, c = d-1).
+  const double target = 1e-2, fast_decay_pct = 0.3, slow_decay_pct = 1.5;
+  const double max_decay = std::log(target) / fast_decay_pct, min_decay = std::log(target) / slow_decay_pct;
+  const at::Tensor deltas = at::linspace(min_decay, max_decay, c_.d_model, opt).abs();  // d
+  const at::Tensor t = normalized_time(L, c_.max_len, opt).unsqueeze(1);              // L x 1
+  return at::exp(-t * deltas.unsqueeze(0));                                            // L x d
+}
+
+at::Tensor HyenaFilterImpl::implicit_filter(int64_t L) {
+  const at::ScalarType dtype = freq.scalar_type();
+  at::Tensor h = positional_features(L).to(dtype);  // L x emb_dim
+  const size_t n = mlp->size();
+  for (size_t i = 0; i + 1 < n; ++i) h = at::sin(freq * mlp[i]->as<torch::nn::Linear>()->forward(h));  // L x F
+  h = mlp[n - 1]->as<torch::nn::Linear>()->forward(h);                                                 // L x d
+  h = h * decay(L).to(dtype);
+  return h.t();                                                   // d x L
+}
+
+at::Tensor HyenaFilterImpl::toeplitz_weight(int64_t L) {
+  TORCH_CHECK(L >= 1, "HyenaFilter: expected a filter length >= 1, got ", L);
+  const at::Tensor h = implicit_filter(L);                              // d x L
+  const at::Tensor lag0 = h.narrow(1, 0, 1) + D.unsqueeze(1);           // d x 1: h[:, 0] + D
+  return at::cat({lag0, h.narrow(1, 1, L - 1)}, 1).unsqueeze(1);        // d x 1 x L
+}
+
+at::Tensor HyenaFilterImpl::forward(const at::Tensor& v) {
+  // y[b,t,c] = sum_{s<=t} h[c,t-s] v[b,s,c] + D[c] v[b,t,c]
+  return ops::causal_toeplitz(v, toeplitz_weight(v.size(1)), std::nullopt);  // B x L x d
+}
+
+// --- short conv -----------------------------------------------------------
+
+ShortConvImpl::ShortConvImpl(int64_t channels, int64_t width) {
+  // torch's Conv1d default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = width.
+  const double bound = 1.0 / std::sqrt(double(width));
+  weight = register_parameter("weight", at::empty({channels, 1, width}).uniform_(-bound, bound));
+  bias = register_parameter("bias", at::empty({channels}).uniform_(-bound, bound));
+}
+
+at::Tensor ShortConvImpl::forward(const at::Tensor& u) {
+  const int64_t C = weight.size(0), w = weight.size(2);
+  const at::Tensor padded = at::constant_pad_nd(u.transpose(1, 2), {w - 1, 0});  // B x C x (w-1+L)
+  return at::conv1d(padded, weight, bias, /*stride=*/at::IntArrayRef{1}, /*padding=*/at::IntArrayRef{0},
+                    /*dilation=*/at::IntArrayRef{1}, /*groups=*/C)
+      .transpose(1, 2)
+      .contiguous();  // B x L x C
+}
+
+// --- operator, block, model -----------------------------------------------
+
+HyenaOperatorImpl::HyenaOperatorImpl(const HyenaConfig& c) {
+  in_proj = register_module("in_proj", make_linear(c.d_model, 3 * c.d_model, true));
+  short_filter = register_module("short_filter", ShortConv(3 * c.d_model, c.short_filter));
+  filter = register_module("filter", HyenaFilter(c));
+  out_proj = register_module("out_proj", make_linear(c.d_model, c.d_model, true));
+}
+
+at::Tensor HyenaOperatorImpl::forward(const at::Tensor& x) {
+  if (x.size(1) == 0) return at::zeros_like(x);
+  const at::Tensor u = short_filter->forward(in_proj->forward(x));  // B x L x 3d
+  const auto parts = u.chunk(3, -1);                                 // x0, x1, v: B x L x d each
+  const at::Tensor v = filter->forward(parts[2] * parts[1]);         // long conv of the gated v
+  return out_proj->forward(v * parts[0]);
+}
+
+HyenaBlockImpl::HyenaBlockImpl(const HyenaConfig& c) {
+  mixer_norm = register_module("mixer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  mixer = register_module("mixer", HyenaOperator(c));
+  ffn_norm = register_module("ffn_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  ffn_in = register_module("ffn_in", make_linear(c.d_model, c.ffn_mult * c.d_model, true));
+  ffn_out = register_module("ffn_out", make_linear(c.ffn_mult * c.d_model, c.d_model, true));
+  drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
+}
+
+at::Tensor HyenaBlockImpl::forward(const at::Tensor& x) {
+  const at::Tensor h = x + drop_->forward(mixer->forward(mixer_norm->forward(x)));
+  return h + drop_->forward(ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h)))));
+}
+
+Hyena::Hyena(const HyenaConfig& config) : config_(config) {
+  embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
+  for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(HyenaBlock(config));
+  register_module("blocks", blocks_);
+  final_norm_ = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})));
+  if (!config.tie_embeddings) head_ = register_module("head", make_linear(config.d_model, config.vocab_size, false));
+}
+
+at::Tensor Hyena::hidden_states(const at::Tensor& input_ids) {
+  check_input_ids(input_ids, config_.vocab_size, config_.max_len);
+  at::Tensor h = embed_->forward(input_ids);  // B x L x d
+  for (const auto& block : *blocks_) h = block->as<HyenaBlock>()->forward(h);
+  return final_norm_->forward(h);
+}
+
+at::Tensor Hyena::head(const at::Tensor& hidden) {
+  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
+}
+
+static ModelRegistration registration("hyena", [](const nlohmann::json& config) {
+  return std::make_shared<Hyena>(HyenaConfig::from_json_text(config.dump()));
+});
+
+}  // namespace tmm::models

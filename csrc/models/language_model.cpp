@@ -1,0 +1,99 @@
+#include "tmm/models/language_model.h"
+
+#include <map>
+#include <mutex>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "models/registry.h"
+
+namespace tmm::models {
+namespace {
+
+std::map<std::string, ModelBuilder>& registry() {
+  static std::map<std::string, ModelBuilder> builders;
+  return builders;
+}
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+ModelRegistration::ModelRegistration(const std::string& arch, ModelBuilder builder) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry()[arch] = std::move(builder);
+}
+
+std::vector<std::string> architectures() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<std::string> names;
+  for (const auto& [name, _] : registry()) names.push_back(name);
+  return names;
+}
+
+std::shared_ptr<LanguageModel> build_model(const std::string& config_json) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(config_json);
+  } catch (const nlohmann::json::exception& e) {
+    TORCH_CHECK(false, "model config: not valid JSON: ", e.what());
+  }
+  TORCH_CHECK(config.is_object(), "model config: expected a JSON object, got ", config.type_name());
+  TORCH_CHECK(config.contains("arch") && config["arch"].is_string(),
+              "model config: missing string key \"arch\" (one of ", c10::Join(", ", architectures()), ")");
+  const std::string arch = config["arch"].get<std::string>();
+  ModelBuilder builder;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = registry().find(arch);
+    if (it != registry().end()) builder = it->second;
+  }
+  if (!builder) {
+    TORCH_CHECK(false, "model config: unknown \"arch\" \"", arch, "\" (known: ", c10::Join(", ", architectures()), ")");
+  }
+  return builder(config);
+}
+
+at::Tensor LanguageModel::forward(const at::Tensor& input_ids) { return head(hidden_states(input_ids)); }
+
+LanguageModelOutput LanguageModel::forward_with(const at::Tensor& input_ids, const std::optional<at::Tensor>& labels,
+                                                bool return_hidden) {
+  LanguageModelOutput out;
+  at::Tensor hidden = hidden_states(input_ids);
+  out.logits = head(hidden);
+  if (return_hidden) out.hidden = hidden;
+  if (labels.has_value()) {
+    const at::Tensor& y = *labels;
+    TORCH_CHECK(y.sizes() == input_ids.sizes(), "labels: expected the shape of input_ids ", input_ids.sizes(),
+                ", got ", y.sizes());
+    TORCH_CHECK(y.scalar_type() == at::kLong, "labels: expected int64, got ", y.scalar_type());
+    const int64_t V = out.logits.size(-1);
+    out.loss = at::cross_entropy_loss(out.logits.reshape({-1, V}).to(at::kFloat), y.reshape({-1}),
+                                      std::nullopt, at::Reduction::Mean, /*ignore_index=*/-100);
+  }
+  return out;
+}
+
+int64_t LanguageModel::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+void check_input_ids(const at::Tensor& input_ids, int64_t vocab_size, int64_t max_len) {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids: expected B x L, got a ", input_ids.dim(), "-D tensor of shape ",
+              input_ids.sizes());
+  TORCH_CHECK(input_ids.scalar_type() == at::kLong, "input_ids: expected int64, got ", input_ids.scalar_type());
+  TORCH_CHECK(max_len <= 0 || input_ids.size(1) <= max_len, "input_ids: sequence length ", input_ids.size(1),
+              " exceeds the model's maximum ", max_len);
+  if (input_ids.numel() == 0) return;
+  const int64_t lo = input_ids.min().item<int64_t>(), hi = input_ids.max().item<int64_t>();
+  TORCH_CHECK(lo >= 0 && hi < vocab_size, "input_ids: expected token ids in [0, ", vocab_size, "), got values in [",
+              lo, ", ", hi, "]");
+}
+
+}  // namespace tmm::models

@@ -1,0 +1,318 @@
+// Mamba2 (SSD) baseline: the chunked scan in LibTorch tensor ops, the mixer,
+// the block and the language model. Math and shapes: tmm/models/mamba2.h.
+//
+// Initialisation follows mamba_ssm (Mamba2 module + MambaLMHeadModel):
+//   in_proj, fc1, head: torch's default Linear init (U(+-1/sqrt(fan_in)));
+//   out_proj, fc2: the same, divided by sqrt(n_layers * residuals per layer);
+//   conv1d: torch's default Conv1d init (weight and bias);
+//   A_log = log(U[1, 16]); softplus(dt_bias) log-uniform in [1e-3, 1e-1]
+//   (floored at 1e-4); D = 1; norm weights = 1; embedding N(0, 0.02^2).
+#include "tmm/models/mamba2.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/init.h>
+
+#include "models/config_reader.h"
+#include "models/layers.h"
+#include "models/registry.h"
+
+namespace tmm::models {
+
+namespace {
+
+constexpr double kNormEps = 1e-5;  // mamba_ssm's RMSNorm and RMSNormGated eps
+constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtInitFloor = 1e-4;
+constexpr double kAInitLo = 1.0, kAInitHi = 16.0;
+
+// x: ... x T  ->  ... x T x T with out[..., i, j] = x[j+1] + ... + x[i] for
+// i >= j (0 on the diagonal) and -inf above it, so exp(out) is the decay from
+// step j to step i of a scalar recurrence, masked to be causal. Summing the
+// masked terms (rather than differencing one cumsum) keeps it exact when the
+// cumulative sums grow large.
+at::Tensor segsum(const at::Tensor& x) {
+  const int64_t T = x.size(-1);
+  const at::Tensor idx = at::arange(T, x.options().dtype(at::kLong));
+  const at::Tensor i = idx.unsqueeze(1), j = idx.unsqueeze(0);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.push_back(T);
+  // terms[..., k, j] = x[..., k] where k > j, else 0; cumsum over k.
+  const at::Tensor terms = x.unsqueeze(-1).expand(shape).masked_fill(i <= j, 0);
+  return terms.cumsum(-2).masked_fill(i < j, -std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- config
+
+Mamba2Config Mamba2Config::from_json(const nlohmann::json& json) {
+  ConfigReader r(json, "mamba2 config");
+  const auto arch = r.required<std::string>("arch");
+  r.check(arch == "mamba2", "arch", "must be \"mamba2\", got \"" + arch + "\"");
+  Mamba2Config c;
+  c.vocab_size = r.required<int64_t>("vocab_size");
+  r.check(c.vocab_size > 0, "vocab_size", "must be positive");
+  c.d_model = r.required<int64_t>("d_model");
+  r.check(c.d_model > 0, "d_model", "must be positive");
+  c.n_layers = r.required<int64_t>("n_layers");
+  r.check(c.n_layers > 0, "n_layers", "must be positive");
+  c.max_len = r.required<int64_t>("max_len");
+  r.check(c.max_len > 0, "max_len", "must be positive");
+  c.dropout = r.optional<double>("dropout", 0.0);
+  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1)");
+  c.tie_embeddings = r.optional<bool>("tie_embeddings", false);
+  c.d_state = r.optional<int64_t>("d_state", 64);
+  r.check(c.d_state > 0, "d_state", "must be positive");
+  c.d_conv = r.optional<int64_t>("d_conv", 4);
+  r.check(c.d_conv > 0, "d_conv", "must be positive");
+  c.expand = r.optional<int64_t>("expand", 2);
+  r.check(c.expand > 0, "expand", "must be positive");
+  c.headdim = r.optional<int64_t>("headdim", 64);
+  r.check(c.headdim > 0, "headdim", "must be positive");
+  r.check(c.d_inner() % c.headdim == 0, "headdim",
+          "must divide d_inner = expand * d_model = " + std::to_string(c.d_inner()) + ", got " +
+              std::to_string(c.headdim));
+  c.ngroups = r.optional<int64_t>("ngroups", 1);
+  r.check(c.ngroups > 0, "ngroups", "must be positive");
+  r.check(c.nheads() % c.ngroups == 0, "ngroups",
+          "must divide the number of heads d_inner / headdim = " + std::to_string(c.nheads()) + ", got " +
+              std::to_string(c.ngroups));
+  c.chunk_size = r.optional<int64_t>("chunk_size", 64);
+  r.check(c.chunk_size > 0, "chunk_size", "must be positive");
+  c.d_intermediate = r.optional<int64_t>("d_intermediate", 0);
+  r.check(c.d_intermediate >= 0, "d_intermediate", "must be >= 0 (0: no MLP)");
+  r.finish();
+  return c;
+}
+
+nlohmann::json Mamba2Config::to_json() const {
+  return {{"arch", "mamba2"},
+          {"vocab_size", vocab_size},
+          {"d_model", d_model},
+          {"n_layers", n_layers},
+          {"max_len", max_len},
+          {"dropout", dropout},
+          {"tie_embeddings", tie_embeddings},
+          {"d_state", d_state},
+          {"d_conv", d_conv},
+          {"expand", expand},
+          {"headdim", headdim},
+          {"ngroups", ngroups},
+          {"chunk_size", chunk_size},
+          {"d_intermediate", d_intermediate}};
+}
+
+// ---------------------------------------------------------------- pieces
+
+namespace mamba2 {
+
+at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
+                       const at::Tensor& C, int64_t chunk_size) {
+  TORCH_CHECK(x.dim() == 4, "ssd_chunked: x must be batch x L x H x P, got ", x.sizes());
+  const int64_t bsz = x.size(0), L = x.size(1), H = x.size(2), P = x.size(3);
+  TORCH_CHECK(dt.sizes() == at::IntArrayRef({bsz, L, H}), "ssd_chunked: dt must be ", at::IntArrayRef({bsz, L, H}),
+              ", got ", dt.sizes());
+  TORCH_CHECK(A.dim() == 1 && A.size(0) == H, "ssd_chunked: A must have ", H, " entries, got ", A.sizes());
+  TORCH_CHECK(B.dim() == 4 && B.size(0) == bsz && B.size(1) == L && B.size(2) > 0 && H % B.size(2) == 0,
+              "ssd_chunked: B must be batch x L x G x N with G dividing H = ", H, ", got ", B.sizes());
+  TORCH_CHECK(C.sizes() == B.sizes(), "ssd_chunked: C must have B's shape ", B.sizes(), ", got ", C.sizes());
+  TORCH_CHECK(chunk_size > 0, "ssd_chunked: chunk_size must be positive, got ", chunk_size);
+  const int64_t G = B.size(2), N = B.size(3), R = H / G;  // R heads share each group's B and C
+  if (L == 0) return at::zeros_like(x);
+
+  const int64_t Q = chunk_size, nc = (L + Q - 1) / Q, pad = nc * Q - L;
+  // Discretise: the input enters as dt * x, the per-step log-decay is dt * A.
+  at::Tensor Xd = x * dt.unsqueeze(-1);  // b x L x H x P
+  at::Tensor Ad = dt * A;                 // b x L x H
+  at::Tensor Bp = B, Cp = C;
+  if (pad > 0) {  // zero tail: no input, no decay; causal, so earlier outputs are untouched
+    Xd = at::constant_pad_nd(Xd, {0, 0, 0, 0, 0, pad});
+    Ad = at::constant_pad_nd(Ad, {0, 0, 0, pad});
+    Bp = at::constant_pad_nd(B, {0, 0, 0, 0, 0, pad});
+    Cp = at::constant_pad_nd(C, {0, 0, 0, 0, 0, pad});
+  }
+  const at::Tensor X = Xd.reshape({bsz, nc, Q, G, R, P});                             // b c l g r p
+  const at::Tensor Ac = Ad.reshape({bsz, nc, Q, G, R}).permute({0, 3, 4, 1, 2});      // b g r c l
+  const at::Tensor Bc = Bp.reshape({bsz, nc, Q, G, N});                              // b c l g n
+  const at::Tensor Cc = Cp.reshape({bsz, nc, Q, G, N});                              // b c l g n
+  const at::Tensor Acum = Ac.cumsum(-1);                                               // b g r c l
+
+  // 1. Inside each chunk: y_l = sum_{s<=l} (C_l . B_s) exp(A_{s+1..l}) X_s.
+  const at::Tensor decay_in = segsum(Ac).exp().permute({0, 3, 1, 2, 4, 5});          // b c g r l s
+  const at::Tensor CB = at::einsum("bclgn,bcsgn->bcgls", {Cc, Bc});                   // b c g l s
+  const at::Tensor Y_diag = at::einsum("bcgrls,bcsgrp->bclgrp", {CB.unsqueeze(3) * decay_in, X});
+
+  // 2. The state each chunk leaves behind (from its own inputs only).
+  const at::Tensor decay_to_end = (Acum.narrow(-1, Q - 1, 1) - Acum).exp();             // b g r c l
+  const at::Tensor Xw = X * decay_to_end.permute({0, 3, 4, 1, 2}).unsqueeze(-1);        // b c l g r p
+  at::Tensor states = at::einsum("bclgn,bclgrp->bcgrpn", {Bc, Xw});                   // b c g r p n
+
+  // 3. Across chunks: the state entering chunk z sums the states left by
+  // chunks c < z, decayed over the chunks in between (zero initial state).
+  states = at::cat({at::zeros_like(states.narrow(1, 0, 1)), states}, 1);              // b c+1 g r p n
+  const at::Tensor chunk_decay = at::constant_pad_nd(Acum.select(-1, Q - 1), {1, 0});  // b g r c+1
+  const at::Tensor decay_across = segsum(chunk_decay).exp();                           // b g r z c
+  const at::Tensor entering =
+      at::einsum("bgrzc,bcgrpn->bzgrpn", {decay_across, states}).narrow(1, 0, nc);     // b c g r p n
+
+  // 4. Each entering state's contribution: y_l += exp(A_{1..l}) C_l . state.
+  const at::Tensor decay_from_start = Acum.exp().permute({0, 3, 4, 1, 2}).unsqueeze(-1);  // b c l g r 1
+  const at::Tensor Y_off = at::einsum("bclgn,bcgrpn->bclgrp", {Cc, entering}) * decay_from_start;
+
+  return (Y_diag + Y_off).reshape({bsz, nc * Q, H, P}).narrow(1, 0, L);
+}
+
+at::Tensor causal_depthwise_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(x.dim() == 3, "causal_depthwise_conv1d: x must be batch x L x C, got ", x.sizes());
+  const int64_t L = x.size(1), C = x.size(2);
+  TORCH_CHECK(weight.dim() == 3 && weight.size(0) == C && weight.size(1) == 1,
+              "causal_depthwise_conv1d: weight must be C x 1 x K with C = ", C, ", got ", weight.sizes());
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == C, "causal_depthwise_conv1d: bias must have ", C,
+              " entries, got ", bias.sizes());
+  const int64_t K = weight.size(2);
+  const at::Tensor w = weight.select(1, 0).to(x.scalar_type());   // C x K
+  const at::Tensor xp = at::constant_pad_nd(x, {0, 0, K - 1, 0});  // K-1 zeros before t = 0
+  at::Tensor y = bias.to(x.scalar_type()).expand_as(x);
+  for (int64_t k = 0; k < K; ++k) y = y + xp.narrow(1, k, L) * w.select(1, k);
+  return y;
+}
+
+at::Tensor gated_rms_norm(const at::Tensor& y, const at::Tensor& z, const at::Tensor& weight, int64_t groups,
+                          double eps) {
+  TORCH_CHECK(y.sizes() == z.sizes(), "gated_rms_norm: y ", y.sizes(), " and z ", z.sizes(), " differ");
+  const int64_t D = y.size(-1);
+  TORCH_CHECK(groups > 0 && D % groups == 0, "gated_rms_norm: ", groups, " groups do not divide ", D);
+  std::vector<int64_t> grouped = y.sizes().vec();
+  grouped.back() = D / groups;
+  grouped.insert(grouped.end() - 1, groups);  // ... x groups x D/groups
+  const at::Tensor g = (y * at::silu(z)).reshape(grouped);
+  const at::Tensor normed = g * at::rsqrt(g.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.reshape(y.sizes()) * weight.to(y.scalar_type());
+}
+
+}  // namespace mamba2
+
+// ---------------------------------------------------------------- modules
+
+Mamba2GatedRMSNormImpl::Mamba2GatedRMSNormImpl(int64_t dim, int64_t groups_, double eps_)
+    : groups(groups_), eps(eps_) {
+  weight = register_parameter("weight", at::ones({dim}));
+}
+
+at::Tensor Mamba2GatedRMSNormImpl::forward(const at::Tensor& y, const at::Tensor& z) {
+  return mamba2::gated_rms_norm(y, z, weight, groups, eps);
+}
+
+Mamba2MixerImpl::Mamba2MixerImpl(const Mamba2Config& c) : config(c) {
+  const int64_t di = c.d_inner(), H = c.nheads(), GN = c.ngroups * c.d_state, conv_dim = di + 2 * GN;
+  in_proj = register_module("in_proj", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, 2 * di + 2 * GN + H)
+                                                             .bias(false)));
+  conv1d = register_module(
+      "conv1d", torch::nn::Conv1d(torch::nn::Conv1dOptions(conv_dim, conv_dim, c.d_conv).groups(conv_dim).bias(true)));
+
+  torch::NoGradGuard no_grad;
+  // softplus(dt_bias) log-uniform in [dt_min, dt_max]; inverse softplus: dt + log(1 - exp(-dt)).
+  const at::Tensor dt =
+      (at::rand({H}, at::kDouble) * (std::log(kDtMax) - std::log(kDtMin)) + std::log(kDtMin)).exp().clamp_min(
+          kDtInitFloor);
+  dt_bias = register_parameter("dt_bias", (dt + at::log(-at::expm1(-dt))).to(at::kFloat));
+  A_log = register_parameter("A_log", at::empty({H}).uniform_(kAInitLo, kAInitHi).log());
+  D = register_parameter("D", at::ones({H}));
+  norm = register_module("norm", Mamba2GatedRMSNorm(di, c.ngroups, kNormEps));
+  out_proj = register_module("out_proj", torch::nn::Linear(torch::nn::LinearOptions(di, c.d_model).bias(false)));
+  // mamba_ssm's rescale of the residual branches' output projections.
+  out_proj->weight.div_(std::sqrt(static_cast<double>((c.d_intermediate > 0 ? 2 : 1) * c.n_layers)));
+}
+
+at::Tensor Mamba2MixerImpl::forward(const at::Tensor& u) {  // batch x L x d
+  const Mamba2Config& c = config;
+  TORCH_CHECK(u.dim() == 3 && u.size(2) == c.d_model, "Mamba2Mixer: expected batch x L x ", c.d_model, ", got ",
+              u.sizes());
+  const int64_t bsz = u.size(0), L = u.size(1);
+  const int64_t di = c.d_inner(), H = c.nheads(), P = c.headdim, G = c.ngroups, N = c.d_state, GN = G * N;
+
+  const auto parts = in_proj(u).split_with_sizes({di, di + 2 * GN, H}, -1);  // z, xBC, dt
+  const at::Tensor xBC = at::silu(mamba2::causal_depthwise_conv1d(parts[1], conv1d->weight, conv1d->bias));
+  const auto xbc = xBC.split_with_sizes({di, GN, GN}, -1);                     // x, B, C
+
+  // The scan and the norm run in at least float32 (float64 stays float64).
+  const auto ct = at::promote_types(u.scalar_type(), at::kFloat);
+  const at::Tensor x = xbc[0].to(ct).reshape({bsz, L, H, P});
+  const at::Tensor Bm = xbc[1].to(ct).reshape({bsz, L, G, N});
+  const at::Tensor Cm = xbc[2].to(ct).reshape({bsz, L, G, N});
+  const at::Tensor dt = at::softplus(parts[2].to(ct) + dt_bias.to(ct));        // batch x L x H
+  const at::Tensor A = -at::exp(A_log.to(ct));                                  // H
+
+  const at::Tensor y = mamba2::ssd_chunked(x, dt, A, Bm, Cm, c.chunk_size) + x * D.to(ct).unsqueeze(-1);
+  const at::Tensor gated = norm(y.reshape({bsz, L, di}), parts[0].to(ct));      // batch x L x d_inner
+  return out_proj(gated.to(u.scalar_type()));
+}
+
+Mamba2GatedMLPImpl::Mamba2GatedMLPImpl(int64_t d_model, int64_t hidden, int64_t n_layers) {
+  fc1 = register_module("fc1", torch::nn::Linear(torch::nn::LinearOptions(d_model, 2 * hidden).bias(false)));
+  fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(hidden, d_model).bias(false)));
+  torch::NoGradGuard no_grad;
+  fc2->weight.div_(std::sqrt(2.0 * static_cast<double>(n_layers)));
+}
+
+at::Tensor Mamba2GatedMLPImpl::forward(const at::Tensor& x) {
+  const auto ag = fc1(x).chunk(2, -1);  // value, gate
+  return fc2(ag[0] * at::silu(ag[1]));
+}
+
+Mamba2BlockImpl::Mamba2BlockImpl(const Mamba2Config& c) : config(c) {
+  norm = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
+  register_module("norm", norm.ptr());
+  mixer = register_module("mixer", Mamba2Mixer(c));
+  if (c.d_intermediate > 0) {
+    norm2 = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
+    register_module("norm2", norm2.ptr());
+    mlp = register_module("mlp", Mamba2GatedMLP(c.d_model, c.d_intermediate, c.n_layers));
+  }
+}
+
+at::Tensor Mamba2BlockImpl::forward(const at::Tensor& x) {  // batch x L x d
+  const double p = config.dropout;
+  at::Tensor h = x + at::dropout(mixer(norm.forward(x)), p, is_training());
+  if (mlp) h = h + at::dropout(mlp(norm2.forward(h)), p, is_training());
+  return h;
+}
+
+Mamba2Model::Mamba2Model(const Mamba2Config& c) : config(c) {
+  embed = register_module("embed", torch::nn::Embedding(c.vocab_size, c.d_model));
+  {
+    torch::NoGradGuard no_grad;
+    embed->weight.normal_(0.0, 0.02);
+  }
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Mamba2Block(c));
+  norm = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
+  register_module("norm", norm.ptr());
+  if (!c.tie_embeddings)
+    head_proj = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+}
+
+at::Tensor Mamba2Model::hidden_states(const at::Tensor& input_ids) {
+  check_input_ids(input_ids, config.vocab_size, config.max_len);
+  at::Tensor x = embed(input_ids);  // batch x L x d
+  for (const auto& block : *blocks) x = block->as<Mamba2BlockImpl>()->forward(x);
+  return norm.forward(x);
+}
+
+at::Tensor Mamba2Model::head(const at::Tensor& hidden) {
+  return config.tie_embeddings ? at::linear(hidden, embed->weight) : head_proj(hidden);
+}
+
+std::string Mamba2Model::config_json() const { return config.to_json().dump(2); }
+
+namespace {
+const ModelRegistration registration("mamba2", [](const nlohmann::json& config) -> std::shared_ptr<LanguageModel> {
+  return std::make_shared<Mamba2Model>(Mamba2Config::from_json(config));
+});
+}  // namespace
+
+}  // namespace tmm::models

@@ -1,0 +1,160 @@
+#include "tmm/models/tmm.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/functional/linear.h>
+
+#include "models/config_reader.h"
+#include "models/layers.h"
+#include "models/registry.h"
+#include "tmm/ops.h"
+
+namespace tmm::models {
+
+TMMConfig TMMConfig::from_json_text(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  ConfigReader r(j, "TMM config");
+  TMMConfig c;
+  r.check(r.required<std::string>("arch") == "tmm", "arch", "must be \"tmm\"");
+  c.vocab_size = r.required<int64_t>("vocab_size");
+  c.d_model = r.required<int64_t>("d_model");
+  c.n_layers = r.required<int64_t>("n_layers");
+  c.max_len = r.required<int64_t>("max_len");
+  c.heads = r.optional<int64_t>("heads", c.heads);
+  c.kernel = r.optional<int64_t>("kernel", c.kernel);
+  c.mixer = r.optional<std::string>("mixer", c.mixer);
+  c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
+  c.activation = r.optional<std::string>("activation", c.activation);
+  c.dropout = r.optional<double>("dropout", c.dropout);
+  c.block_order = r.optional<std::string>("block_order", c.block_order);
+  c.norm = r.optional<std::string>("norm", c.norm);
+  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
+  r.finish();
+
+  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
+  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
+  r.check(c.n_layers >= 0, "n_layers", "must be >= 0, got " + std::to_string(c.n_layers));
+  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
+  r.check(c.heads >= 0, "heads", "must be >= 0 (0 = flat), got " + std::to_string(c.heads));
+  r.check(c.heads == 0 || c.d_model % c.heads == 0, "heads",
+          "must divide d_model = " + std::to_string(c.d_model) + ", got " + std::to_string(c.heads));
+  const int64_t per_group = c.heads == 0 ? c.d_model : c.d_model / std::max<int64_t>(c.heads, 1);
+  r.check(c.kernel >= 1 && c.kernel <= per_group, "kernel",
+          "must be in [1, channels per head = " + std::to_string(per_group) + "], got " + std::to_string(c.kernel));
+  r.check(c.mixer == "toeplitz" || c.mixer == "expanded" || c.mixer == "frozen" || c.mixer == "masked", "mixer",
+          "must be toeplitz, expanded, frozen or masked, got \"" + c.mixer + "\"");
+  r.check(c.mixer != "masked" || c.kernel == 1, "kernel", "must be 1 with mixer \"masked\"");
+  r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
+  r.check(c.activation == "silu" || c.activation == "gelu" || c.activation == "relu", "activation",
+          "must be silu, gelu or relu, got \"" + c.activation + "\"");
+  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
+  r.check(c.block_order == "ffn_first" || c.block_order == "mixer_first", "block_order",
+          "must be ffn_first or mixer_first, got \"" + c.block_order + "\"");
+  r.check(c.norm == "layernorm" || c.norm == "rmsnorm", "norm", "must be layernorm or rmsnorm, got \"" + c.norm + "\"");
+  return c;
+}
+
+std::string TMMConfig::to_json_text() const {
+  nlohmann::json j = {{"arch", "tmm"},           {"vocab_size", vocab_size}, {"d_model", d_model},
+                      {"n_layers", n_layers},     {"max_len", max_len},       {"heads", heads},
+                      {"kernel", kernel},         {"mixer", mixer},           {"ffn_mult", ffn_mult},
+                      {"activation", activation}, {"dropout", dropout},       {"block_order", block_order},
+                      {"norm", norm},             {"tie_embeddings", tie_embeddings}};
+  return j.dump(2);
+}
+
+// Toeplitz vectors are initialised Kaiming-normal with fan-in K*N, so that
+// w ~ N(0, 2/n) for the flat mixer (the authors' init); biases zero.
+static at::Tensor toeplitz_init(at::IntArrayRef shape, int64_t fan_in) {
+  return at::randn(shape) * std::sqrt(2.0 / double(fan_in));
+}
+
+ToeplitzMixerImpl::ToeplitzMixerImpl(const TMMConfig& c) : c_(c), groups_(c.heads == 0 ? 1 : c.heads) {
+  const int64_t N = c.max_len, G = groups_;
+  if (c.heads > 0) {
+    in_proj_ = register_module("in_proj", make_linear(c.d_model, c.d_model, true));
+  }
+  if (c.mixer == "masked") {  // the masked mixer: a full learned lower-triangular N x N matrix per group
+    weight_ = register_parameter("weight", toeplitz_init({G, N, N}, N));
+  } else if (c.mixer == "frozen") {  // fixed Toeplitz vectors: a buffer, saved but never trained
+    weight_ = register_buffer("weight", toeplitz_init({G, c.kernel, N}, c.kernel * N));
+  } else {
+    weight_ = register_parameter("weight", toeplitz_init({G, c.kernel, N}, c.kernel * N));
+  }
+  bias_ = register_parameter("bias", at::zeros({G, N}));
+  if (c.mixer == "expanded") {
+    weight2_ = register_parameter("weight2", toeplitz_init({G, c.kernel, N}, c.kernel * N));
+    bias2_ = register_parameter("bias2", at::zeros({G, N}));
+  }
+  if (c.heads > 0) {
+    out_proj_ = register_module("out_proj", make_linear(c.d_model, c.d_model, true));
+  }
+}
+
+at::Tensor ToeplitzMixerImpl::mix(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
+  if (c_.mixer != "masked") return ops::causal_toeplitz(x, weight, bias);
+  // y[b,t,g,:] = sum_{s<=t} M[g,t,s] x[b,s,g,:] + bias[g,t]
+  const int64_t B = x.size(0), L = x.size(1), C = x.size(2), G = groups_;
+  const at::Tensor M = weight.narrow(1, 0, L).narrow(2, 0, L).tril();          // G x L x L
+  const at::Tensor xg = x.reshape({B, L, G, C / G});                           // B x L x G x Cg
+  at::Tensor y = at::einsum("gts,bsgc->btgc", {M, xg});
+  y = y + bias.narrow(1, 0, L).t().reshape({1, L, G, 1});
+  return y.reshape({B, L, C});
+}
+
+at::Tensor ToeplitzMixerImpl::forward(const at::Tensor& x) {
+  at::Tensor h = c_.heads > 0 ? in_proj_->forward(x) : x;                       // B x L x d
+  h = mix(h, weight_, bias_);
+  if (c_.mixer == "expanded") h = mix(at::silu(h), weight2_, bias2_);
+  return c_.heads > 0 ? out_proj_->forward(h) : h;
+}
+
+TMMBlockImpl::TMMBlockImpl(const TMMConfig& c) : c_(c) {
+  ffn_norm_ = make_norm(c.norm, c.d_model);
+  register_module("ffn_norm", ffn_norm_.ptr());
+  ffn_in_ = register_module("ffn_in", make_linear(c.d_model, c.ffn_mult * c.d_model, true));
+  ffn_out_ = register_module("ffn_out", make_linear(c.ffn_mult * c.d_model, c.d_model, true));
+  mixer_norm_ = make_norm(c.norm, c.d_model);
+  register_module("mixer_norm", mixer_norm_.ptr());
+  mixer_ = register_module("mixer", ToeplitzMixer(c));
+  drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
+}
+
+at::Tensor TMMBlockImpl::forward(const at::Tensor& x) {
+  auto ffn = [&](const at::Tensor& h) {
+    return drop_->forward(ffn_out_->forward(activation(c_.activation, ffn_in_->forward(ffn_norm_.forward(h)))));
+  };
+  auto mix = [&](const at::Tensor& h) { return drop_->forward(mixer_->forward(mixer_norm_.forward(h))); };
+  if (c_.block_order == "ffn_first") {
+    const at::Tensor h = x + ffn(x);
+    return h + mix(h);
+  }
+  const at::Tensor h = x + mix(x);
+  return h + ffn(h);
+}
+
+TMM::TMM(const TMMConfig& config) : config_(config) {
+  embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
+  for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(TMMBlock(config));
+  register_module("blocks", blocks_);
+  if (!config.tie_embeddings) head_ = register_module("head", make_linear(config.d_model, config.vocab_size, false));
+}
+
+at::Tensor TMM::hidden_states(const at::Tensor& input_ids) {
+  check_input_ids(input_ids, config_.vocab_size, config_.max_len);
+  at::Tensor h = embed_->forward(input_ids);                                    // B x L x d
+  for (const auto& block : *blocks_) h = block->as<TMMBlock>()->forward(h);
+  return h;
+}
+
+at::Tensor TMM::head(const at::Tensor& hidden) {
+  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
+}
+
+static ModelRegistration registration("tmm", [](const nlohmann::json& config) {
+  return std::make_shared<TMM>(TMMConfig::from_json_text(config.dump()));
+});
+
+}  // namespace tmm::models

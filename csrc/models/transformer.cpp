@@ -1,0 +1,168 @@
+#include "tmm/models/transformer.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/functional/linear.h>
+
+#include "models/config_reader.h"
+#include "models/layers.h"
+#include "models/registry.h"
+
+namespace tmm::models {
+
+int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult) {
+  const auto h = static_cast<int64_t>(std::floor(2.0 * ffn_mult * double(d_model) / 3.0));
+  return (h + 7) / 8 * 8;
+}
+
+TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  ConfigReader r(j, "Transformer config");
+  TransformerConfig c;
+  r.check(r.required<std::string>("arch") == "transformer", "arch", "must be \"transformer\"");
+  c.vocab_size = r.required<int64_t>("vocab_size");
+  c.d_model = r.required<int64_t>("d_model");
+  c.n_layers = r.required<int64_t>("n_layers");
+  c.max_len = r.required<int64_t>("max_len");
+  c.n_heads = r.required<int64_t>("n_heads");
+  c.rope_theta = r.optional<double>("rope_theta", c.rope_theta);
+  c.window = r.optional<int64_t>("window", c.window);
+  c.ffn_mult = r.optional<double>("ffn_mult", c.ffn_mult);
+  c.ffn_hidden = r.optional<int64_t>("ffn_hidden", c.ffn_hidden);
+  c.dropout = r.optional<double>("dropout", c.dropout);
+  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
+  r.finish();
+
+  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
+  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
+  r.check(c.n_layers >= 0, "n_layers", "must be >= 0, got " + std::to_string(c.n_layers));
+  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
+  r.check(c.n_heads >= 1, "n_heads", "must be >= 1, got " + std::to_string(c.n_heads));
+  r.check(c.d_model % c.n_heads == 0, "n_heads",
+          "must divide d_model = " + std::to_string(c.d_model) + ", got " + std::to_string(c.n_heads));
+  r.check(c.head_dim() % 2 == 0, "n_heads",
+          "must leave an even head dimension for RoPE, got d_model / n_heads = " + std::to_string(c.head_dim()));
+  r.check(std::isfinite(c.rope_theta) && c.rope_theta > 1.0, "rope_theta",
+          "must be a finite number > 1, got " + std::to_string(c.rope_theta));
+  r.check(c.window >= 0, "window", "must be >= 0 (0 = full causal attention), got " + std::to_string(c.window));
+  r.check(std::isfinite(c.ffn_mult) && c.ffn_mult > 0.0, "ffn_mult",
+          "must be a finite number > 0, got " + std::to_string(c.ffn_mult));
+  r.check(c.ffn_hidden >= 0, "ffn_hidden",
+          "must be >= 0 (0 = derived from ffn_mult), got " + std::to_string(c.ffn_hidden));
+  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
+  if (c.ffn_hidden == 0) c.ffn_hidden = llama_ffn_hidden(c.d_model, c.ffn_mult);
+  return c;
+}
+
+std::string TransformerConfig::to_json_text() const {
+  nlohmann::json j = {{"arch", "transformer"}, {"vocab_size", vocab_size},
+                      {"d_model", d_model},      {"n_layers", n_layers},
+                      {"max_len", max_len},      {"n_heads", n_heads},
+                      {"rope_theta", rope_theta}, {"window", window},
+                      {"ffn_mult", ffn_mult},    {"ffn_hidden", ffn_hidden},
+                      {"dropout", dropout},      {"tie_embeddings", tie_embeddings}};
+  return j.dump(2);
+}
+
+namespace {
+
+// x: B x H x L x hd. Rotates the pair (i, i + hd/2) of position p by the angle
+// p * theta^(-2i/hd). Angles and the rotation are computed in float32 (float64
+// for float64 inputs), then cast back to x's dtype.
+at::Tensor apply_rope(const at::Tensor& x, double theta) {
+  const int64_t L = x.size(2), hd = x.size(3);
+  const auto dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const auto opts = x.options().dtype(dtype);
+  const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, hd, 2, opts) / double(hd));  // hd/2
+  const at::Tensor angles = at::outer(at::arange(L, opts), inv_freq);                          // L x hd/2
+  const at::Tensor emb = at::cat({angles, angles}, -1);                                        // L x hd
+  const at::Tensor cos = emb.cos(), sin = emb.sin();
+  const at::Tensor xf = x.to(dtype);
+  const at::Tensor x1 = xf.narrow(-1, 0, hd / 2), x2 = xf.narrow(-1, hd / 2, hd / 2);
+  const at::Tensor rotated = at::cat({-x2, x1}, -1);                                           // rotate_half
+  return (xf * cos + rotated * sin).to(x.scalar_type());
+}
+
+}  // namespace
+
+TransformerAttentionImpl::TransformerAttentionImpl(int64_t d_model, int64_t n_heads, double rope_theta,
+                                                   int64_t window, double dropout)
+    : n_heads_(n_heads), head_dim_(d_model / n_heads), window_(window), rope_theta_(rope_theta), dropout_(dropout) {
+  TORCH_CHECK(n_heads >= 1 && d_model % n_heads == 0 && head_dim_ % 2 == 0,
+              "TransformerAttention: n_heads must divide d_model with an even head dimension, got d_model ", d_model,
+              ", n_heads ", n_heads);
+  wq = register_module("wq", make_linear(d_model, d_model, false));
+  wk = register_module("wk", make_linear(d_model, d_model, false));
+  wv = register_module("wv", make_linear(d_model, d_model, false));
+  wo = register_module("wo", make_linear(d_model, d_model, false));
+}
+
+at::Tensor TransformerAttentionImpl::forward(const at::Tensor& x) {
+  const int64_t B = x.size(0), L = x.size(1), H = n_heads_, hd = head_dim_;
+  auto split_heads = [&](const at::Tensor& t) { return t.view({B, L, H, hd}).transpose(1, 2); };  // B x H x L x hd
+  const at::Tensor q = apply_rope(split_heads(wq->forward(x)), rope_theta_);
+  const at::Tensor k = apply_rope(split_heads(wk->forward(x)), rope_theta_);
+  const at::Tensor v = split_heads(wv->forward(x));
+  const double p = is_training() ? dropout_ : 0.0;
+  at::Tensor y;
+  if (window_ > 0 && window_ < L) {
+    // mask[t, s] = true where t - window < s <= t (true = attend).
+    const at::Tensor pos = at::arange(L, x.options().dtype(at::kLong));
+    const at::Tensor diff = pos.unsqueeze(1) - pos.unsqueeze(0);                                 // L x L: t - s
+    const at::Tensor mask = diff.ge(0).logical_and(diff.lt(window_));
+    y = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false);
+  } else {
+    y = at::scaled_dot_product_attention(q, k, v, std::nullopt, p, /*is_causal=*/true);
+  }
+  return wo->forward(y.transpose(1, 2).reshape({B, L, H * hd}));                                 // B x L x d
+}
+
+SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t hidden) {
+  w1 = register_module("w1", make_linear(d_model, hidden, false));
+  w2 = register_module("w2", make_linear(hidden, d_model, false));
+  w3 = register_module("w3", make_linear(d_model, hidden, false));
+}
+
+at::Tensor SwiGLUImpl::forward(const at::Tensor& x) {
+  return w2->forward(at::silu(w1->forward(x)) * w3->forward(x));
+}
+
+TransformerBlockImpl::TransformerBlockImpl(const TransformerConfig& c) {
+  attn_norm = register_module("attn_norm", RMSNorm(c.d_model));
+  attn = register_module("attn", TransformerAttention(c.d_model, c.n_heads, c.rope_theta, c.window, c.dropout));
+  mlp_norm = register_module("mlp_norm", RMSNorm(c.d_model));
+  mlp = register_module("mlp", SwiGLU(c.d_model, c.ffn_hidden));
+  drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
+}
+
+at::Tensor TransformerBlockImpl::forward(const at::Tensor& x) {
+  const at::Tensor h = x + drop_->forward(attn->forward(attn_norm->forward(x)));
+  return h + drop_->forward(mlp->forward(mlp_norm->forward(h)));
+}
+
+Transformer::Transformer(const TransformerConfig& config) : config_(config) {
+  embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
+  for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(TransformerBlock(config));
+  register_module("blocks", blocks_);
+  norm_ = register_module("norm", RMSNorm(config.d_model));
+  if (!config.tie_embeddings) head_ = register_module("head", make_linear(config.d_model, config.vocab_size, false));
+}
+
+at::Tensor Transformer::hidden_states(const at::Tensor& input_ids) {
+  check_input_ids(input_ids, config_.vocab_size, config_.max_len);
+  at::Tensor h = embed_->forward(input_ids);                                                     // B x L x d
+  for (const auto& block : *blocks_) h = block->as<TransformerBlock>()->forward(h);
+  return norm_->forward(h);
+}
+
+at::Tensor Transformer::head(const at::Tensor& hidden) {
+  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
+}
+
+static ModelRegistration registration("transformer", [](const nlohmann::json& config) {
+  return std::make_shared<Transformer>(TransformerConfig::from_json_text(config.dump()));
+});
+
+}  // namespace tmm::models

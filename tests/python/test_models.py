@@ -1,0 +1,484 @@
+"""tmm.models: the C++ models as torch.nn.Modules over the C++ tensors, and
+their checkpoints. Every test runs for every models/*-tiny.json.
+
+"C++ view" below means the tensors as the C++ module reports them
+(model._cpp_root.named_parameters()), to check that what Python does reaches
+the tensors C++ computes with.
+"""
+import copy
+import io
+import json
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tmm.models
+from tmm.io import load_file, save_file
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+TINY = sorted(p.stem for p in MODELS.glob("*-tiny.json"))
+B, L = 2, 16
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Tiny models gain nothing from threads, and on a loaded 2-core machine
+    # OpenMP's spinning workers make each call ~100x slower.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(params=TINY)
+def name(request):
+    return request.param
+
+
+def config_of(name, **changes):
+    c = json.loads((MODELS / f"{name}.json").read_text())
+    c.update(changes)
+    return c
+
+
+def ids_for(model, b=B, n=L, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, model.config["vocab_size"], (b, n), generator=g)
+
+
+def cpp_tensors(model):
+    cpp = model._cpp_root
+    return dict(cpp.named_parameters()) | dict(cpp.named_buffers())
+
+
+def snapshot(model):
+    return {k: v.detach().clone() for k, v in cpp_tensors(model).items()}
+
+
+def test_zoo_has_tiny_configs():
+    assert "tmm-tiny" in TINY
+    assert set(TINY) <= set(tmm.models.list_configs())
+    assert {n.rsplit("-", 1)[0] for n in TINY} <= set(tmm.models.architectures())
+
+
+# --- building and running ---------------------------------------------------
+
+
+def test_build_by_name_path_dict_and_text(name, tmp_path):
+    c = config_of(name)
+    a = tmm.models.build(name)
+    assert isinstance(a, nn.Module) and isinstance(a, tmm.models.LanguageModel)
+    full = a.config
+    assert full["arch"] == c["arch"] and all(full[k] == v for k, v in c.items())
+    for src in (str(MODELS / f"{name}.json"), MODELS / f"{name}.json", c, json.dumps(c), full):
+        assert tmm.models.build(src).config == full
+    assert a.arch == c["arch"]
+
+
+def test_forward_shapes(name):
+    model = tmm.models.build(name)
+    c, ids = model.config, ids_for(model)
+    logits = model(ids)
+    assert logits.shape == (B, L, c["vocab_size"]) and logits.dtype == torch.float32
+    out = model(ids, return_hidden=True)
+    assert isinstance(out, tmm.models.LMOutput) and out.loss is None
+    assert out.hidden.shape == (B, L, c["d_model"])
+    torch.testing.assert_close(out.logits, logits)
+    torch.testing.assert_close(model.hidden_states(ids), out.hidden)
+    out = model(ids, labels=ids)
+    assert out.hidden is None and out.loss.shape == ()
+    expected = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ids.reshape(-1))
+    torch.testing.assert_close(out.loss, expected)
+
+
+def test_causality(name):
+    model = tmm.models.build(name).eval()
+    ids = ids_for(model, n=24)
+    t = 13
+    changed = ids.clone()
+    changed[:, t] = (changed[:, t] + 1) % model.config["vocab_size"]
+    with torch.no_grad():
+        a, b = model(ids), model(changed)
+    torch.testing.assert_close(a[:, :t], b[:, :t], rtol=0, atol=1e-5)
+    assert not torch.allclose(a[:, t:], b[:, t:])
+
+
+def test_every_parameter_gets_a_gradient_from_a_python_loss(name):
+    model = tmm.models.build(name)
+    ids = ids_for(model)
+    logits = model(ids)
+    loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
+    loss.backward()
+    cpp = dict(model._cpp_root.named_parameters())
+    for n, p in model.named_parameters():
+        assert p.grad is not None, n
+        assert torch.isfinite(p.grad).all() and p.grad.abs().max() > 0, n
+        assert cpp[n].grad is p.grad, n  # C++ sees the same gradient tensor
+
+
+def test_parameters_are_the_cpp_tensors(name):
+    model = tmm.models.build(name)
+    cpp = model._cpp_root
+    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+    assert params.keys() == {n for n, _ in cpp.named_parameters()}
+    assert buffers.keys() == {n for n, _ in cpp.named_buffers()}
+    assert set(model.state_dict()) == params.keys() | buffers.keys()
+    for n, t in cpp.named_parameters():
+        assert type(params[n]) is nn.Parameter and params[n] is t and t.requires_grad, n
+    for n, t in cpp.named_buffers():
+        assert buffers[n] is t, n
+    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
+    # modules: one node per C++ submodule, at the same path
+    assert {n for n, _ in model.named_modules()} == set(cpp.named_modules())
+    blocks = model.get_submodule("blocks")
+    assert len(blocks) == model.config["n_layers"] and blocks[0] is model.get_submodule("blocks.0")
+    assert list(blocks)[-1] is blocks[-1]
+    assert "blocks" in repr(model)
+
+
+def test_adamw_steps_change_the_cpp_tensors_and_lower_the_loss(name):
+    torch.manual_seed(0)
+    model = tmm.models.build(name)
+    ids = ids_for(model, b=4, n=32)
+    labels = ids.roll(-1, dims=1)
+    before = snapshot(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = model(ids, labels=labels).loss
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    with torch.no_grad():
+        final = model(ids, labels=labels).loss.item()
+    assert final < losses[0], (losses, final)
+    after = cpp_tensors(model)
+    for n, p in model._cpp_root.named_parameters():
+        assert not torch.equal(after[n], before[n]), f"C++ tensor {n} did not change"
+    opt.zero_grad()  # set_to_none reaches C++ too
+    assert all(t.grad is None for _, t in model._cpp_root.named_parameters())
+
+
+def test_requires_grad_reaches_cpp(name):
+    model = tmm.models.build(name)
+    model.requires_grad_(False)
+    assert not any(t.requires_grad for _, t in model._cpp_root.named_parameters())
+    assert model.num_parameters(trainable_only=True) == 0
+    model.get_submodule("blocks.0").requires_grad_(True)
+    out = model(ids_for(model), labels=ids_for(model))
+    out.loss.backward()
+    for n, p in model.named_parameters():
+        assert (p.grad is not None) == n.startswith("blocks.0."), n
+
+
+def test_to_float64_and_back(name):
+    model = tmm.models.build(name).eval()
+    ids = ids_for(model)
+    with torch.no_grad():
+        ref = model(ids)
+        assert model.double() is model
+        assert all(t.dtype == torch.float64 for t in cpp_tensors(model).values() if t.is_floating_point())
+        got = model(ids)
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got.float(), ref, rtol=1e-4, atol=1e-4)
+        model.to(dtype=torch.float32)
+        assert all(t.dtype == torch.float32 for t in cpp_tensors(model).values() if t.is_floating_point())
+        torch.testing.assert_close(model(ids), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_bad_input_ids_are_clear_errors(name):
+    model = tmm.models.build(name)
+    c = model.config
+    with pytest.raises(RuntimeError, match="input_ids"):
+        model(torch.full((1, 4), c["vocab_size"]))
+    with pytest.raises(RuntimeError, match="input_ids"):
+        model(torch.zeros(1, c["max_len"] + 1, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="input_ids"):
+        model(torch.zeros(1, 4, dtype=torch.int32))
+
+
+# --- train / eval -------------------------------------------------------------
+
+
+def test_train_and_eval_reach_cpp(name):
+    model = tmm.models.build(config_of(name, dropout=0.5))
+    cpp, ids = model._cpp_root, ids_for(model)
+    assert model.training and cpp.is_training("")
+    with torch.no_grad():
+        assert not torch.equal(model(ids), model(ids))  # dropout on
+        model.eval()
+        assert not any(m.training for m in model.modules())
+        assert not any(cpp.is_training(n) for n in cpp.named_modules())
+        assert torch.equal(model(ids), model(ids))
+        model.train()
+        assert all(cpp.is_training(n) for n in cpp.named_modules())
+        model.get_submodule("blocks.0").eval()  # only that block
+        assert not cpp.is_training("blocks.0") and cpp.is_training("blocks.1") and cpp.is_training("")
+        assert not model.get_submodule("blocks.0").training and model.training
+
+
+# --- state_dict, pickling, copies -------------------------------------------
+
+
+def test_load_state_dict_copies_into_the_cpp_tensors(name):
+    a, b = tmm.models.build(name).eval(), tmm.models.build(name).eval()
+    ids = ids_for(a)
+    objects = cpp_tensors(b)
+    b.load_state_dict(a.state_dict())
+    assert all(cpp_tensors(b)[k] is t for k, t in objects.items())  # same objects, new values
+    with torch.no_grad():
+        assert torch.equal(a(ids), b(ids))
+    buf = io.BytesIO()
+    torch.save(a.state_dict(), buf)
+    buf.seek(0)
+    c = tmm.models.build(name).eval()
+    c.load_state_dict(torch.load(buf, weights_only=True))
+    with torch.no_grad():
+        assert torch.equal(a(ids), c(ids))
+
+
+def test_failed_load_state_dict_loads_nothing(name):
+    model = tmm.models.build(name)
+    before = snapshot(model)
+    good = tmm.models.build(name).state_dict()
+    first, last = next(iter(good)), list(good)[-1]
+    wrong_shape = dict(good)
+    wrong_shape[last] = torch.zeros(3, 3)
+    with pytest.raises(RuntimeError, match=f"(?s)nothing was loaded.*size mismatch for \"{re.escape(last)}\""):
+        model.load_state_dict(wrong_shape)
+    missing = dict(good)
+    del missing[last]
+    with pytest.raises(RuntimeError, match=f"missing key \"{last}\""):
+        model.load_state_dict(missing)
+    with pytest.raises(RuntimeError, match="unexpected key \"extra.weight\""):
+        model.load_state_dict(good | {"extra.weight": torch.zeros(1)})
+    with pytest.raises(RuntimeError, match="assign=True"):
+        model.load_state_dict(good, assign=True)
+    after = cpp_tensors(model)
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    model.load_state_dict(missing, strict=False)  # the rest is copied
+    assert torch.equal(after[first], good[first]) and torch.equal(after[last], before[last])
+
+
+def test_replacing_a_parameter_is_caught(name):
+    model = tmm.models.build(name)
+    model.get_submodule("embed").weight = nn.Parameter(torch.zeros_like(model.get_submodule("embed").weight))
+    with pytest.raises(RuntimeError, match="'embed.weight' was replaced"):
+        model(ids_for(model))
+    with pytest.raises(RuntimeError, match="cannot be called on its own"):
+        model.get_submodule("blocks.0")(torch.zeros(1, 2, model.config["d_model"]))
+
+
+def test_pickle_deepcopy_and_torch_save(name):
+    model = tmm.models.build(name).eval()
+    model.get_submodule("embed").requires_grad_(False)
+    ids = ids_for(model)
+    with torch.no_grad():
+        ref = model(ids)
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    copies = [copy.deepcopy(model), pickle.loads(pickle.dumps(model)), torch.load(buf, weights_only=False)]
+    for c in copies:
+        assert type(c) is type(model) and c.config == model.config and not c.training
+        frozen = {n for n, p in c.named_parameters() if not p.requires_grad}
+        assert frozen == {n for n, p in model.named_parameters() if not p.requires_grad}
+        with torch.no_grad():
+            assert torch.equal(c(ids), ref)
+        # a new C++ model, whose own tensors the copy's Parameters are
+        assert c._cpp_root is not model._cpp_root
+        assert all(t is cpp_tensors(c)[n] for n, t in c.state_dict(keep_vars=True).items())
+    with torch.no_grad():
+        for p in copies[0].parameters():
+            p.add_(1.0)
+        assert torch.equal(model(ids), ref)
+    d = copy.deepcopy(model.double())  # dtype kept
+    assert all(t.dtype == torch.float64 for t in cpp_tensors(d).values() if t.is_floating_point())
+    with pytest.raises(TypeError, match="whole model"):
+        copy.deepcopy(model.get_submodule("blocks.0"))
+
+
+@pytest.mark.compile
+def test_torch_compile_around_the_cpp_forward():
+    model = tmm.models.build("tmm-tiny").eval()
+    ids = ids_for(model)
+    compiled = torch.compile(model, backend="eager")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(ids), model(ids))
+
+
+# --- checkpoints ----------------------------------------------------------------
+
+
+def trained(name, steps=2):
+    torch.manual_seed(0)
+    model = tmm.models.build(name)
+    ids = ids_for(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(steps):  # so that no tensor keeps its initial value
+        opt.zero_grad()
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def test_save_load_identical_logits(name, tmp_path):
+    model = trained(name)
+    ids = ids_for(model)
+    model.save(tmp_path / "ckpt")
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["config.json", "model.safetensors"]
+    assert json.loads((tmp_path / "ckpt" / "config.json").read_text()) == model.config
+    loaded = tmm.models.load(tmp_path / "ckpt").eval()
+    assert isinstance(loaded, tmm.models.LanguageModel) and loaded.config == model.config
+    with torch.no_grad():
+        assert torch.equal(loaded(ids), model(ids))
+    sd, lsd = model.state_dict(), loaded.state_dict()
+    assert sd.keys() == lsd.keys() and all(torch.equal(sd[k], lsd[k]) for k in sd)
+    model.save(tmp_path / "ckpt")  # overwrites
+    as64 = tmm.models.load(tmp_path / "ckpt", dtype=torch.float64)
+    assert as64.get_submodule("embed").weight.dtype == torch.float64
+
+
+def test_checkpoint_dtype_converts_on_load(name, tmp_path):
+    model = trained(name)
+    model.double().save(tmp_path)
+    loaded = tmm.models.load(tmp_path)  # float64 file into the float32 model
+    for n, t in loaded.state_dict().items():
+        if t.is_floating_point():
+            assert t.dtype == torch.float32 and torch.equal(t, model.state_dict()[n].float()), n
+
+
+def test_checkpoint_is_a_safetensors_file(name, tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    from safetensors import safe_open
+
+    model = trained(name)
+    model.save(tmp_path)
+    got = st.load_file(str(tmp_path / "model.safetensors"))
+    sd = model.state_dict()
+    assert got.keys() == sd.keys()
+    assert all(torch.equal(got[k], sd[k]) for k in sd)
+    with safe_open(str(tmp_path / "model.safetensors"), framework="pt") as f:
+        meta = f.metadata()
+    assert meta["format"] == "pt" and meta["arch"] == model.arch and meta["tmm_version"] == tmm.__version__
+    # and the other way: a file written by the safetensors package loads
+    other = trained(name, steps=3)
+    st.save_file({k: v.contiguous() for k, v in other.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    loaded = tmm.models.load(tmp_path).eval()
+    ids = ids_for(model)
+    with torch.no_grad():
+        assert torch.equal(loaded(ids), other(ids))
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    """A saved tmm-tiny checkpoint: (dir, {name: tensor}, metadata)."""
+    tmm.models.build("tmm-tiny").save(tmp_path)
+    tensors, meta = load_file(tmp_path / "model.safetensors")
+    return tmp_path, tensors, meta
+
+
+def rewrite(ckpt, tensors, meta):
+    save_file(tensors, ckpt / "model.safetensors", meta)
+
+
+def test_checkpoint_missing_tensor(checkpoint):
+    ckpt, tensors, meta = checkpoint
+    del tensors["blocks.1.mixer.weight"]
+    rewrite(ckpt, tensors, meta)
+    with pytest.raises(RuntimeError, match=r"model\.safetensors.*missing tensor 'blocks\.1\.mixer\.weight'"):
+        tmm.models.load(ckpt)
+
+
+def test_checkpoint_unexpected_tensor(checkpoint):
+    ckpt, tensors, meta = checkpoint
+    tensors["blocks.7.extra"] = torch.zeros(2)
+    rewrite(ckpt, tensors, meta)
+    with pytest.raises(RuntimeError, match=r"model\.safetensors.*unexpected tensor 'blocks\.7\.extra'"):
+        tmm.models.load(ckpt)
+
+
+def test_checkpoint_wrong_shape(checkpoint):
+    ckpt, tensors, meta = checkpoint
+    tensors["embed.weight"] = torch.zeros(3, 4)
+    rewrite(ckpt, tensors, meta)
+    with pytest.raises(RuntimeError, match=r"model\.safetensors.*'embed\.weight' has shape \[3, 4\]"):
+        tmm.models.load(ckpt)
+
+
+def test_checkpoint_wrong_dtype_kind(checkpoint):
+    ckpt, tensors, meta = checkpoint
+    tensors["embed.weight"] = tensors["embed.weight"].long()
+    rewrite(ckpt, tensors, meta)
+    with pytest.raises(RuntimeError, match=r"'embed\.weight' is Long"):
+        tmm.models.load(ckpt)
+
+
+def test_checkpoint_bf16_loads_converted(checkpoint):
+    ckpt, tensors, meta = checkpoint
+    rewrite(ckpt, {k: v.bfloat16() for k, v in tensors.items()}, meta)
+    loaded = tmm.models.load(ckpt)
+    assert all(torch.equal(loaded.state_dict()[k], v.bfloat16().float()) for k, v in tensors.items())
+
+
+def test_checkpoint_arch_mismatch(checkpoint):
+    ckpt, tensors, meta = checkpoint
+    rewrite(ckpt, tensors, meta | {"arch": "transformer"})
+    with pytest.raises(RuntimeError, match="written by a \"transformer\" model"):
+        tmm.models.load(ckpt)
+
+
+def test_checkpoint_bad_config(checkpoint):
+    ckpt, _, _ = checkpoint
+    config = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text("{not json")
+    with pytest.raises(RuntimeError, match=r"config\.json.*not valid JSON"):
+        tmm.models.load(ckpt)
+    (ckpt / "config.json").write_text(json.dumps(config | {"colour": "red"}))
+    with pytest.raises(RuntimeError, match=r"config\.json.*unknown key \"colour\""):
+        tmm.models.load(ckpt)
+    (ckpt / "config.json").write_text(json.dumps(config | {"d_model": 48}))  # valid, but not these weights
+    with pytest.raises(RuntimeError, match="has shape"):
+        tmm.models.load(ckpt)
+    (ckpt / "config.json").unlink()
+    with pytest.raises(RuntimeError, match=r"config\.json' does not exist"):
+        tmm.models.load(ckpt)
+
+
+def test_checkpoint_missing_or_truncated_weights(checkpoint):
+    ckpt, _, _ = checkpoint
+    data = (ckpt / "model.safetensors").read_bytes()
+    (ckpt / "model.safetensors").write_bytes(data[:-10])
+    with pytest.raises(RuntimeError, match=r"model\.safetensors"):
+        tmm.models.load(ckpt)
+    (ckpt / "model.safetensors").unlink()
+    with pytest.raises(RuntimeError, match=r"model\.safetensors.*cannot open"):
+        tmm.models.load(ckpt)
+    with pytest.raises(RuntimeError, match="not a directory"):
+        tmm.models.load(ckpt / "nowhere")
+
+
+# --- build errors ---------------------------------------------------------------
+
+
+def test_build_errors_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no config named 'tmm-huge'.*tmm-tiny"):
+        tmm.models.build("tmm-huge")
+    with pytest.raises(FileNotFoundError, match="no such config file"):
+        tmm.models.build(tmp_path / "none.json")
+    with pytest.raises(RuntimeError, match="unknown key \"colour\""):
+        tmm.models.build(config_of("tmm-tiny", colour="red"))
+    with pytest.raises(RuntimeError, match="unknown \"arch\" \"gpt\""):
+        tmm.models.build({"arch": "gpt"})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(config_of("tmm-tiny", d_model="wide")))
+    with pytest.raises(RuntimeError, match=r"bad\.json.*\"d_model\""):
+        tmm.models.build(bad)
+    with pytest.raises(TypeError):
+        tmm.models.build(3)
