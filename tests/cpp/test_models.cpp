@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <torch/optim/adamw.h>
 
 #include "tmm/models/language_model.h"
 
@@ -135,5 +136,27 @@ TEST_CASE("bad input ids are clear errors", "[models]") {
     CHECK_THROWS_WITH(model->forward(at::zeros({3}, at::kLong)), Contains("B x L"));
     CHECK_THROWS_WITH(model->forward(at::full({1, 3}, V, at::kLong)), Contains("token ids"));
     CHECK_THROWS_WITH(model->forward(at::zeros({1, max_len + 1}, at::kLong)), Contains("exceeds"));
+  }
+}
+
+TEST_CASE("tiny models train from C++: twenty AdamW steps lower the loss", "[models]") {
+  for (const auto& path : tiny_configs()) {
+    INFO("config " << path);
+    at::manual_seed(0);
+    const auto config = nlohmann::json::parse(read_file(path));
+    auto model = build_model(config.dump());
+    const int64_t V = config["vocab_size"];
+    const at::Tensor ids = at::randint(V, {4, 32}, at::kLong);
+    const at::Tensor labels = ids.roll({-1}, {1});
+    torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(3e-3));
+    double first = 0, last = 0;
+    for (int step = 0; step < 20; ++step) {
+      opt.zero_grad();
+      at::Tensor loss = model->forward_with(ids, labels).loss;
+      loss.backward();
+      opt.step();
+      (step == 0 ? first : last) = loss.item<double>();
+    }
+    CHECK(last < 0.9 * first);
   }
 }

@@ -141,7 +141,7 @@ def test_parameters_are_the_cpp_tensors(name):
     assert "blocks" in repr(model)
 
 
-def test_adamw_steps_change_the_cpp_tensors_and_lower_the_loss(name):
+def test_twenty_adamw_steps_change_the_cpp_tensors_and_lower_the_loss(name):
     torch.manual_seed(0)
     model = tmm.models.build(name)
     ids = ids_for(model, b=4, n=32)
@@ -149,7 +149,7 @@ def test_adamw_steps_change_the_cpp_tensors_and_lower_the_loss(name):
     before = snapshot(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     losses = []
-    for _ in range(3):
+    for _ in range(20):
         opt.zero_grad()
         loss = model(ids, labels=labels).loss
         loss.backward()
@@ -157,7 +157,7 @@ def test_adamw_steps_change_the_cpp_tensors_and_lower_the_loss(name):
         losses.append(loss.item())
     with torch.no_grad():
         final = model(ids, labels=labels).loss.item()
-    assert final < losses[0], (losses, final)
+    assert final < 0.9 * losses[0], (losses, final)
     after = cpp_tensors(model)
     for n, p in model._cpp_root.named_parameters():
         assert not torch.equal(after[n], before[n]), f"C++ tensor {n} did not change"
@@ -482,3 +482,13 @@ def test_build_errors_name_the_problem(tmp_path):
         tmm.models.build(bad)
     with pytest.raises(TypeError):
         tmm.models.build(3)
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in MODELS.glob("*.json")))
+def test_every_zoo_config_builds(config):
+    """Every config in models/ builds; the small ones also run a forward."""
+    model = tmm.models.build(str(MODELS / config))
+    assert model.num_parameters() > 0
+    if "paper" not in config:
+        ids = torch.randint(model.config["vocab_size"], (1, 16))
+        assert model(ids).shape == (1, 16, model.config["vocab_size"])
