@@ -7,12 +7,13 @@
 // is an error, not a SIGBUS).
 #include <tmm/io/safetensors.h>
 
+#include "io/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -241,22 +242,6 @@ void pread_all(int fd, void* dst, uint64_t n, uint64_t offset, const std::string
   }
 }
 
-void write_all(int fd, const void* src, uint64_t n, const std::string& where) {
-  const auto* p = static_cast<const uint8_t*>(src);
-  while (n > 0) {
-    const ssize_t r = ::write(fd, p, std::min<uint64_t>(n, 1u << 30));
-    if (r < 0 && errno == EINTR) continue;
-    ST_CHECK(r > 0, "write failed: ", errno_text(errno));
-    p += r, n -= uint64_t(r);
-  }
-}
-
-std::string parent_dir(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // Header JSON in the order the data will be written, padded to 8 bytes.
 std::string build_header(const std::vector<std::pair<const std::string*, const at::Tensor*>>& order,
                          const std::map<std::string, std::string>& metadata, const std::string& where) {
@@ -349,45 +334,19 @@ void save_safetensors(const std::string& path,
   });
   const std::string header = build_header(order, metadata, where);
 
-  // A per-process counter keeps two threads saving to one path off each
-  // other's temporary file.
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  struct RemoveOnError {
-    const std::string& p;
-    bool armed = true;
-    ~RemoveOnError() {
-      if (armed) ::unlink(p.c_str());
-    }
-  } guard{tmp};
-  Fd f;
-  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  ST_CHECK(f.fd >= 0, "cannot create temporary file '", tmp, "': ", errno_text(errno));
-
+  AtomicFile file(path);
   const uint64_t n = header.size();
   uint8_t prefix[8];
   std::memcpy(prefix, &n, 8);  // little-endian host
-  write_all(f.fd, prefix, 8, where);
-  write_all(f.fd, header.data(), n, where);
+  file.write(prefix, 8);
+  file.write(header.data(), n);
   for (const auto& [name, t] : order) {
     if (t->numel() == 0) continue;
     // One CPU contiguous copy at a time (a no-op for CPU contiguous tensors).
     const at::Tensor c = t->detach().cpu().resolve_neg().contiguous();
-    write_all(f.fd, c.data_ptr(), c.nbytes(), where);
+    file.write(c.data_ptr(), c.nbytes());
   }
-  ST_CHECK(::fsync(f.fd) == 0, "fsync of '", tmp, "' failed: ", errno_text(errno));
-  const int fd = f.fd;
-  f.fd = -1;
-  ST_CHECK(::close(fd) == 0, "close of '", tmp, "' failed: ", errno_text(errno));
-  ST_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' over it: ", errno_text(errno));
-  guard.armed = false;
-
-  // Make the rename itself durable. Some file systems cannot fsync a directory.
-  Fd dir;
-  dir.fd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  ST_CHECK(dir.fd >= 0, "cannot open its directory to fsync: ", errno_text(errno));
-  ST_CHECK(::fsync(dir.fd) == 0 || errno == EINVAL || errno == ENOTSUP, "fsync of its directory failed: ",
-           errno_text(errno));
+  file.commit();
 }
 
 }  // namespace tmm::io

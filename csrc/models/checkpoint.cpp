@@ -3,11 +3,12 @@
 // single tensor is copied, so a bad checkpoint never yields a half-loaded model.
 #include "tmm/models/checkpoint.h"
 
+#include "io/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -38,12 +39,6 @@ std::string join(const std::string& dir, const char* file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
 }
 
-std::string parent_dir(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 bool is_directory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -69,48 +64,6 @@ std::vector<std::pair<std::string, at::Tensor>> named_tensors(const LanguageMode
   for (const auto& item : model.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
   for (const auto& item : model.named_buffers(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
   return out;
-}
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// Writes `text` to `path` atomically: temporary file in the same directory,
-// fsync, rename over `path`, fsync of the directory.
-void write_file_atomically(const std::string& path, const std::string& text) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  struct RemoveOnError {
-    const std::string& p;
-    bool armed = true;
-    ~RemoveOnError() {
-      if (armed) ::unlink(p.c_str());
-    }
-  } guard{tmp};
-  Fd f;
-  f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  TORCH_CHECK(f.fd >= 0, "checkpoint: cannot create '", tmp, "': ", std::strerror(errno));
-  const char* p = text.data();
-  size_t n = text.size();
-  while (n > 0) {
-    const ssize_t r = ::write(f.fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    TORCH_CHECK(r > 0, "checkpoint: write of '", tmp, "' failed: ", std::strerror(errno));
-    p += r, n -= size_t(r);
-  }
-  TORCH_CHECK(::fsync(f.fd) == 0, "checkpoint: fsync of '", tmp, "' failed: ", std::strerror(errno));
-  const int fd = f.fd;
-  f.fd = -1;
-  TORCH_CHECK(::close(fd) == 0, "checkpoint: close of '", tmp, "' failed: ", std::strerror(errno));
-  TORCH_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "checkpoint: cannot rename '", tmp, "' to '", path,
-              "': ", std::strerror(errno));
-  guard.armed = false;
-  Fd dir;
-  dir.fd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir.fd >= 0) ::fsync(dir.fd);  // best effort: some file systems cannot fsync a directory
 }
 
 std::string read_text_file(const std::string& path) {
@@ -146,7 +99,7 @@ void save_checkpoint(LanguageModel& model, const std::string& dir) {
       {"format", "pt"}, {"arch", arch}, {"tmm_version", TMM_VERSION}};
   // Weights first: a config.json next to them means the pair is complete.
   tmm::io::save_safetensors(join(dir, kWeightsFile), named_tensors(model), metadata);
-  write_file_atomically(join(dir, kConfigFile), config.dump(2) + "\n");
+  io::write_file_atomically(join(dir, kConfigFile), config.dump(2) + "\n");
 }
 
 std::shared_ptr<LanguageModel> load_checkpoint(const std::string& dir) {

@@ -279,6 +279,6 @@ TEST_CASE("safetensors writes are atomic", "[safetensors]") {
   }
   SECTION("a missing directory is a clear error") {
     CHECK_THROWS_WITH(save_safetensors(dir.path + "/none/m.safetensors", {{"w", at::ones({1})}}),
-                      Contains("cannot create temporary file"));
+                      Contains("cannot create the temporary file"));
   }
 }
