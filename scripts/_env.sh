@@ -8,6 +8,10 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TMM_CACHE="${TMM_CACHE:-$HOME/.cache/tmm}"
 APT_PACKAGES="cmake g++ ninja-build ccache nlohmann-json3-dev catch2"
 
+# Paths under the clone are hashed relative to it, so a fresh clone (CI) hits
+# the cache filled by another checkout.
+export CCACHE_BASEDIR="$REPO"
+
 log() { printf '\033[1m[tmm]\033[0m %s\n' "$*" >&2; }
 
 ensure_system_packages() {

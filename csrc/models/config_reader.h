@@ -34,6 +34,15 @@ class ConfigReader {
     TORCH_CHECK(ok, what_, ": key \"", key, "\" ", message);
   }
 
+  // a * b, a size derived from `key`: an error naming the key when it
+  // overflows int64 (a huge but valid-looking value must not wrap around).
+  int64_t product(const std::string& key, int64_t a, int64_t b) const {
+    int64_t p = 0;
+    TORCH_CHECK(!__builtin_mul_overflow(a, b, &p), what_, ": key \"", key, "\" makes a size overflow: ", a, " * ", b,
+                " does not fit in int64");
+    return p;
+  }
+
   // Every key of the object must have been read.
   void finish() const {
     for (const auto& item : config_.items())

@@ -44,6 +44,8 @@ HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
           "must be odd and >= 3 (time, then cosine and sine bands), got " + std::to_string(c.emb_dim));
   r.check(std::isfinite(c.filter_sin_freq) && c.filter_sin_freq != 0.0, "filter_sin_freq",
           "must be finite and nonzero, got " + std::to_string(c.filter_sin_freq));
+  r.product("d_model", 3, c.d_model);
+  r.product("ffn_mult", c.ffn_mult, c.d_model);
   return c;
 }
 

@@ -73,6 +73,7 @@ Mamba2Config Mamba2Config::from_json(const nlohmann::json& json) {
   r.check(c.expand > 0, "expand", "must be positive");
   c.headdim = r.optional<int64_t>("headdim", 64);
   r.check(c.headdim > 0, "headdim", "must be positive");
+  r.product("expand", c.expand, c.d_model);
   r.check(c.d_inner() % c.headdim == 0, "headdim",
           "must divide d_inner = expand * d_model = " + std::to_string(c.d_inner()) + ", got " +
               std::to_string(c.headdim));
@@ -85,6 +86,14 @@ Mamba2Config Mamba2Config::from_json(const nlohmann::json& json) {
   r.check(c.chunk_size > 0, "chunk_size", "must be positive");
   c.d_intermediate = r.optional<int64_t>("d_intermediate", 0);
   r.check(c.d_intermediate >= 0, "d_intermediate", "must be >= 0 (0: no MLP)");
+  // The mixer's widths: 2 * ngroups * d_state, conv_dim = d_inner + 2 * GN and
+  // in_proj's 2 * d_inner + 2 * GN + nheads must all fit in int64.
+  const int64_t two_gn = r.product("d_state", 2, r.product("d_state", c.ngroups, c.d_state));
+  const int64_t two_di = r.product("expand", 2, c.d_inner());
+  r.product("n_layers", 2, c.n_layers);  // the out_proj init scale counts 2 per layer with the MLP
+  int64_t width = 0;
+  r.check(!__builtin_add_overflow(two_di, two_gn, &width) && !__builtin_add_overflow(width, c.nheads(), &width), "d_state",
+          "makes the in_proj width 2 * d_inner + 2 * ngroups * d_state + nheads overflow int64");
   r.finish();
   return c;
 }

@@ -53,6 +53,8 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   r.check(c.block_order == "ffn_first" || c.block_order == "mixer_first", "block_order",
           "must be ffn_first or mixer_first, got \"" + c.block_order + "\"");
   r.check(c.norm == "layernorm" || c.norm == "rmsnorm", "norm", "must be layernorm or rmsnorm, got \"" + c.norm + "\"");
+  r.product("ffn_mult", c.ffn_mult, c.d_model);
+  r.product("max_len", c.kernel, c.max_len);
   return c;
 }
 

@@ -52,7 +52,16 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
   r.check(c.ffn_hidden >= 0, "ffn_hidden",
           "must be >= 0 (0 = derived from ffn_mult), got " + std::to_string(c.ffn_hidden));
   r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
-  if (c.ffn_hidden == 0) c.ffn_hidden = llama_ffn_hidden(c.d_model, c.ffn_mult);
+  if (c.ffn_hidden == 0) {
+    // llama_ffn_hidden converts to int64: a width past 2^62 would be undefined
+    // behaviour there (and overflow its rounding up to a multiple of 8).
+    const double width = std::floor(2.0 * c.ffn_mult * double(c.d_model) / 3.0);
+    r.check(width < 0x1p62, "ffn_mult",
+            "gives an FFN width 2/3 * ffn_mult * d_model = " + std::to_string(width) + " that does not fit in int64");
+    c.ffn_hidden = llama_ffn_hidden(c.d_model, c.ffn_mult);
+    r.check(c.ffn_hidden >= 1, "ffn_mult",
+            "gives an FFN width of 0 (2/3 * ffn_mult * d_model < 1): raise it or set ffn_hidden");
+  }
   return c;
 }
 

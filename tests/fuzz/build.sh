@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets into build-fuzz/ with clang (libFuzzer + ASan +
+# UBSan). The tmm sources they reach are compiled into each fuzzer with
+# coverage instrumentation (the gcc-built libtmm_torch would be opaque to the
+# fuzzer); libtorch is the venv's, built by gcc, linked as usual (clang uses
+# libstdc++ here, so the ABI matches).
+#
+#   tests/fuzz/build.sh                     # build both targets
+#   nice -n 19 build-fuzz/fuzz_safetensors -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
+#       -max_total_time=600 build-fuzz/corpus/safetensors tests/fuzz/corpus/safetensors
+#   nice -n 19 build-fuzz/fuzz_model_config -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
+#       -max_total_time=600 build-fuzz/corpus/model_config tests/fuzz/corpus/model_config
+#
+# (The first corpus directory collects what the fuzzer finds; the seeds in
+# tests/fuzz/corpus/ stay untouched.) A crashing input is written to ./crash-*:
+# keep it under tests/fuzz/regressions/<target>/, where the Catch2 test
+# tests/cpp/test_fuzz_regressions.cpp replays it in the normal test run.
+# Needs clang and libclang-rt-<version>-dev (libFuzzer); not part of CI.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/_env.sh"
+ensure_python
+CXX="${CXX_FUZZ:-clang++}"
+command -v "$CXX" >/dev/null || { log "no $CXX: apt-get install clang libclang-rt-14-dev"; exit 1; }
+
+OUT="$REPO/build-fuzz"
+TORCH="$("$PYTHON" -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
+TORCH_VERSION="$("$PYTHON" -c 'import torch; print(torch.__version__)')"
+mkdir -p "$OUT/obj" "$OUT/include/tmm"
+cat >"$OUT/include/tmm/version.h.new" <<H
+#pragma once
+#define TMM_VERSION "fuzz"
+#define TMM_TORCH_VERSION "$TORCH_VERSION"
+#define TMM_WITH_CUDA 0
+H
+cmp -s "$OUT/include/tmm/version.h.new" "$OUT/include/tmm/version.h" || mv "$OUT/include/tmm/version.h.new" "$OUT/include/tmm/version.h"
+rm -f "$OUT/include/tmm/version.h.new"
+
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+CXXFLAGS="-std=c++17 -O1 -g -fPIC $SAN -I$REPO/csrc/include -I$REPO/csrc -I$REPO -I$OUT/include \
+  -isystem $TORCH/include -isystem $TORCH/include/torch/csrc/api/include"
+LAUNCHER=""
+command -v ccache >/dev/null && LAUNCHER=ccache
+
+# Every C++ source of libtmm_torch but the CUDA glue and the Python module.
+SOURCES=$(cd "$REPO" && ls csrc/cpu/*.cpp csrc/io/*.cpp csrc/models/*.cpp csrc/ops/*.cpp | grep -v _cuda.cpp)
+log "compiling $(echo "$SOURCES" | wc -w) tmm sources with $CXX (fuzzer coverage, ASan, UBSan)"
+# A source that this clang cannot compile (clang < 16 rejects C++20 features
+# gcc accepts in C++17 mode, e.g. a lambda capturing a structured binding) is
+# compiled with g++ instead, uninstrumented: it still runs, but the fuzzer
+# gets no coverage from it and ASan/UBSan do not check it.
+export CXX CXXFLAGS LAUNCHER REPO OUT TORCH
+echo "$SOURCES" | xargs -P "${FUZZ_JOBS:-2}" -I{} sh -c '
+  o="$OUT/obj/$(echo {} | tr / _).o"
+  $LAUNCHER $CXX $CXXFLAGS -fsanitize=fuzzer-no-link -c "$REPO/{}" -o "$o" 2>"$o.log" && exit 0
+  echo "[tmm] $CXX cannot compile {} ($(grep -m1 error: "$o.log")); compiled with g++, uninstrumented" >&2
+  $LAUNCHER g++ -std=c++17 -O2 -g -fPIC -I$REPO/csrc/include -I$REPO/csrc -I$REPO -I$OUT/include \
+    -isystem $TORCH/include -isystem $TORCH/include/torch/csrc/api/include -c "$REPO/{}" -o "$o" || exit 255'
+OBJS=$(for s in $SOURCES; do echo "$OUT/obj/$(echo "$s" | tr / _).o"; done)
+
+LIBS="-L$TORCH/lib -Wl,-rpath,$TORCH/lib -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed -lpthread"
+for target in fuzz_safetensors fuzz_model_config; do
+  log "linking build-fuzz/$target"
+  $LAUNCHER $CXX $CXXFLAGS -fsanitize=fuzzer -c "$REPO/tests/fuzz/$target.cpp" -o "$OUT/obj/$target.o"
+  # shellcheck disable=SC2086
+  $CXX $SAN -fsanitize=fuzzer "$OUT/obj/$target.o" $OBJS $LIBS -o "$OUT/$target"
+done
+mkdir -p "$OUT/corpus/safetensors" "$OUT/corpus/model_config"
+log "built build-fuzz/fuzz_safetensors and build-fuzz/fuzz_model_config"
