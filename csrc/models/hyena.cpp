@@ -8,6 +8,7 @@
 
 #include "models/config_reader.h"
 #include "models/layers.h"
+#include "models/online_toeplitz.h"
 #include "models/registry.h"
 #include "tmm/ops.h"
 
@@ -157,6 +158,15 @@ at::Tensor ShortConvImpl::forward(const at::Tensor& u) {
       .contiguous();  // B x L x C
 }
 
+at::Tensor ShortConvImpl::decode(const at::Tensor& u, at::Tensor& last) {
+  const int64_t C = weight.size(0), w = weight.size(2);
+  const at::Tensor window = at::cat({last, u}, 1);  // B x (w-1+T) x C
+  last = window.narrow(1, window.size(1) - (w - 1), w - 1);
+  return at::conv1d(window.transpose(1, 2), weight, bias, at::IntArrayRef{1}, at::IntArrayRef{0},
+                    at::IntArrayRef{1}, C)
+      .transpose(1, 2);  // B x T x C
+}
+
 // --- operator, block, model -----------------------------------------------
 
 HyenaOperatorImpl::HyenaOperatorImpl(const HyenaConfig& c) {
@@ -174,6 +184,30 @@ at::Tensor HyenaOperatorImpl::forward(const at::Tensor& x) {
   return out_proj->forward(v * parts[0]);
 }
 
+struct HyenaOperatorDecodeState {
+  at::Tensor short_inputs;            // B x (w-1) x 3d: the short conv's previous inputs
+  std::optional<OnlineToeplitz> long_conv;
+};
+
+std::unique_ptr<HyenaOperatorDecodeState> HyenaOperatorImpl::start_decoding(int64_t batch, int64_t capacity,
+                                                                             bool fast) {
+  auto state = std::make_unique<HyenaOperatorDecodeState>();
+  const at::Tensor& w = short_filter->weight;
+  state->short_inputs = at::zeros({batch, w.size(2) - 1, w.size(0)}, w.options());
+  // The implicit filter does not depend on the sequence length: generate it once for the capacity.
+  const at::Tensor weight = filter->toeplitz_weight(capacity);
+  state->long_conv.emplace(OnlineToeplitz::Kind::Toeplitz, weight, at::Tensor(), batch, weight.size(0), capacity,
+                           fast);
+  return state;
+}
+
+at::Tensor HyenaOperatorImpl::decode(const at::Tensor& x, HyenaOperatorDecodeState& state) {
+  const at::Tensor u = short_filter->decode(in_proj->forward(x), state.short_inputs);
+  const auto parts = u.chunk(3, -1);
+  const at::Tensor v = state.long_conv->forward(parts[2] * parts[1]);
+  return out_proj->forward(v * parts[0]);
+}
+
 HyenaBlockImpl::HyenaBlockImpl(const HyenaConfig& c) {
   mixer_norm = register_module("mixer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   mixer = register_module("mixer", HyenaOperator(c));
@@ -186,6 +220,11 @@ HyenaBlockImpl::HyenaBlockImpl(const HyenaConfig& c) {
 at::Tensor HyenaBlockImpl::forward(const at::Tensor& x) {
   const at::Tensor h = x + drop_->forward(mixer->forward(mixer_norm->forward(x)));
   return h + drop_->forward(ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h)))));
+}
+
+at::Tensor HyenaBlockImpl::decode(const at::Tensor& x, HyenaOperatorDecodeState& state) {
+  const at::Tensor h = x + mixer->decode(mixer_norm->forward(x), state);
+  return h + ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h))));
 }
 
 Hyena::Hyena(const HyenaConfig& config) : config_(config) {
@@ -205,6 +244,33 @@ at::Tensor Hyena::hidden_states(const at::Tensor& input_ids) {
 
 at::Tensor Hyena::head(const at::Tensor& hidden) {
   return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
+}
+
+namespace {
+struct HyenaDecodeState : DecodeState {
+  using DecodeState::DecodeState;
+  std::vector<std::unique_ptr<HyenaOperatorDecodeState>> layers;
+};
+}  // namespace
+
+DecodeMethod Hyena::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
+  if (requested != DecodeMethod::Auto) return requested;
+  return capacity >= kFastDecodeMinCapacity ? DecodeMethod::Fast : DecodeMethod::Cached;
+}
+
+std::unique_ptr<DecodeState> Hyena::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
+  auto state = std::make_unique<HyenaDecodeState>(batch, capacity, method);
+  for (const auto& block : *blocks_) {
+    state->layers.push_back(block->as<HyenaBlock>()->mixer->start_decoding(batch, capacity, method == DecodeMethod::Fast));
+  }
+  return state;
+}
+
+at::Tensor Hyena::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
+  auto& s = static_cast<HyenaDecodeState&>(state);
+  at::Tensor h = embed_->forward(input_ids);
+  for (size_t i = 0; i < blocks_->size(); ++i) h = blocks_[i]->as<HyenaBlock>()->decode(h, *s.layers[i]);
+  return final_norm_->forward(h);
 }
 
 static ModelRegistration registration("hyena", [](const nlohmann::json& config) {

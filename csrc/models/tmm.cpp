@@ -8,6 +8,7 @@
 
 #include "models/config_reader.h"
 #include "models/layers.h"
+#include "models/online_toeplitz.h"
 #include "models/registry.h"
 #include "tmm/ops.h"
 
@@ -96,20 +97,33 @@ ToeplitzMixerImpl::ToeplitzMixerImpl(const TMMConfig& c) : c_(c), groups_(c.head
 }
 
 at::Tensor ToeplitzMixerImpl::mix(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
-  if (c_.mixer != "masked") return ops::causal_toeplitz(x, weight, bias);
-  // y[b,t,g,:] = sum_{s<=t} M[g,t,s] x[b,s,g,:] + bias[g,t]
-  const int64_t B = x.size(0), L = x.size(1), C = x.size(2), G = groups_;
-  const at::Tensor M = weight.narrow(1, 0, L).narrow(2, 0, L).tril();          // G x L x L
-  const at::Tensor xg = x.reshape({B, L, G, C / G});                           // B x L x G x Cg
-  at::Tensor y = at::einsum("gts,bsgc->btgc", {M, xg});
-  y = y + bias.narrow(1, 0, L).t().reshape({1, L, G, 1});
-  return y.reshape({B, L, C});
+  return c_.mixer == "masked" ? causal_matrix_mix(x, weight, bias) : ops::causal_toeplitz(x, weight, bias);
 }
 
 at::Tensor ToeplitzMixerImpl::forward(const at::Tensor& x) {
   at::Tensor h = c_.heads > 0 ? in_proj_->forward(x) : x;                       // B x L x d
   h = mix(h, weight_, bias_);
   if (c_.mixer == "expanded") h = mix(at::silu(h), weight2_, bias2_);
+  return c_.heads > 0 ? out_proj_->forward(h) : h;
+}
+
+struct TMMMixerDecodeState {
+  std::optional<OnlineToeplitz> first, second;  // second: the expanded mixer's
+};
+
+std::unique_ptr<TMMMixerDecodeState> ToeplitzMixerImpl::start_decoding(int64_t batch, int64_t capacity,
+                                                                       bool fast) const {
+  const auto kind = c_.mixer == "masked" ? OnlineToeplitz::Kind::Matrix : OnlineToeplitz::Kind::Toeplitz;
+  auto state = std::make_unique<TMMMixerDecodeState>();
+  state->first.emplace(kind, weight_, bias_, batch, c_.d_model, capacity, fast);
+  if (c_.mixer == "expanded") state->second.emplace(kind, weight2_, bias2_, batch, c_.d_model, capacity, fast);
+  return state;
+}
+
+at::Tensor ToeplitzMixerImpl::decode(const at::Tensor& x, TMMMixerDecodeState& state) {
+  at::Tensor h = c_.heads > 0 ? in_proj_->forward(x) : x;
+  h = state.first->forward(h);
+  if (state.second) h = state.second->forward(at::silu(h));
   return c_.heads > 0 ? out_proj_->forward(h) : h;
 }
 
@@ -137,6 +151,20 @@ at::Tensor TMMBlockImpl::forward(const at::Tensor& x) {
   return h + ffn(h);
 }
 
+at::Tensor TMMBlockImpl::decode(const at::Tensor& x, TMMMixerDecodeState& state) {
+  // The FFN and the norms act on each position alone; only the mixer keeps state.
+  auto ffn = [&](const at::Tensor& h) {
+    return ffn_out_->forward(activation(c_.activation, ffn_in_->forward(ffn_norm_.forward(h))));
+  };
+  auto mix = [&](const at::Tensor& h) { return mixer_->decode(mixer_norm_.forward(h), state); };
+  if (c_.block_order == "ffn_first") {
+    const at::Tensor h = x + ffn(x);
+    return h + mix(h);
+  }
+  const at::Tensor h = x + mix(x);
+  return h + ffn(h);
+}
+
 TMM::TMM(const TMMConfig& config) : config_(config) {
   embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
   for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(TMMBlock(config));
@@ -153,6 +181,38 @@ at::Tensor TMM::hidden_states(const at::Tensor& input_ids) {
 
 at::Tensor TMM::head(const at::Tensor& hidden) {
   return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
+}
+
+namespace {
+struct TMMDecodeState : DecodeState {
+  using DecodeState::DecodeState;
+  std::vector<std::unique_ptr<TMMMixerDecodeState>> layers;
+};
+}  // namespace
+
+DecodeMethod TMM::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
+  if (config_.mixer == "masked") {
+    TORCH_CHECK(requested != DecodeMethod::Fast,
+                "decode method \"fast\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
+    return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
+  }
+  if (requested != DecodeMethod::Auto) return requested;
+  return capacity >= kFastDecodeMinCapacity ? DecodeMethod::Fast : DecodeMethod::Cached;
+}
+
+std::unique_ptr<DecodeState> TMM::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
+  auto state = std::make_unique<TMMDecodeState>(batch, capacity, method);
+  for (const auto& block : *blocks_) {
+    state->layers.push_back(block->as<TMMBlock>()->mixer()->start_decoding(batch, capacity, method == DecodeMethod::Fast));
+  }
+  return state;
+}
+
+at::Tensor TMM::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
+  auto& s = static_cast<TMMDecodeState&>(state);
+  at::Tensor h = embed_->forward(input_ids);
+  for (size_t i = 0; i < blocks_->size(); ++i) h = blocks_[i]->as<TMMBlock>()->decode(h, *s.layers[i]);
+  return h;
 }
 
 static ModelRegistration registration("tmm", [](const nlohmann::json& config) {

@@ -24,6 +24,7 @@
 // (safari's ExponentialModulation, fixed, computed in forward).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <torch/nn/modules/container/any.h>
@@ -36,6 +37,8 @@
 #include "tmm/models/language_model.h"
 
 namespace tmm::models {
+
+struct HyenaOperatorDecodeState;  // one layer's incremental-decoding state (hyena.cpp)
 
 struct HyenaConfig {
   int64_t vocab_size = 0, d_model = 0, n_layers = 0, max_len = 0;
@@ -84,6 +87,9 @@ class ShortConvImpl : public torch::nn::Module {
  public:
   ShortConvImpl(int64_t channels, int64_t width);
   at::Tensor forward(const at::Tensor& u);
+  // The same on the next positions, u B x T x C; `last` (B x (w-1) x C, zeros
+  // at the start) holds the previous inputs and is advanced.
+  at::Tensor decode(const at::Tensor& u, at::Tensor& last);
 
   at::Tensor weight;  // C x 1 x w
   at::Tensor bias;    // C
@@ -95,6 +101,9 @@ class HyenaOperatorImpl : public torch::nn::Module {
  public:
   explicit HyenaOperatorImpl(const HyenaConfig& c);
   at::Tensor forward(const at::Tensor& x);
+  // Incremental decoding (decoding.h): x B x T x d at the state's next positions.
+  std::unique_ptr<HyenaOperatorDecodeState> start_decoding(int64_t batch, int64_t capacity, bool fast);
+  at::Tensor decode(const at::Tensor& x, HyenaOperatorDecodeState& state);
 
   torch::nn::Linear in_proj{nullptr}, out_proj{nullptr};
   ShortConv short_filter{nullptr};  // over the 3d channels of in_proj's output
@@ -106,6 +115,7 @@ class HyenaBlockImpl : public torch::nn::Module {
  public:
   explicit HyenaBlockImpl(const HyenaConfig& c);
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor decode(const at::Tensor& x, HyenaOperatorDecodeState& state);
 
   torch::nn::LayerNorm mixer_norm{nullptr}, ffn_norm{nullptr};
   HyenaOperator mixer{nullptr};
@@ -122,8 +132,16 @@ class Hyena : public LanguageModel {
   at::Tensor hidden_states(const at::Tensor& input_ids) override;
   at::Tensor head(const at::Tensor& hidden) override;
   std::string config_json() const override { return config_.to_json_text(); }
+  std::string arch() const override { return "hyena"; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_len() const override { return config_.max_len; }
   const HyenaConfig& config() const { return config_; }
   HyenaBlock block(int64_t i) const { return blocks_->ptr<HyenaBlockImpl>(i); }
+  DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
+
+ protected:
+  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
 
  private:
   HyenaConfig config_;

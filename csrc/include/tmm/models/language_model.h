@@ -13,6 +13,8 @@
 
 #include <torch/nn/module.h>
 
+#include "tmm/models/decoding.h"
+
 namespace tmm::models {
 
 struct LanguageModelOutput {
@@ -39,6 +41,29 @@ class LanguageModel : public torch::nn::Module {
                                    const std::optional<at::Tensor>& labels = std::nullopt,
                                    bool return_hidden = false);
   int64_t parameter_count() const;
+  virtual std::string arch() const = 0;  // the config's "arch"
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_len() const = 0;   // the longest sequence it takes; <= 0: no limit
+
+  // Incremental decoding (tmm/models/decoding.h). start_decoding prepares a
+  // state for `batch` sequences of at most `capacity` tokens (<= the model's
+  // max_len where it has one); Auto picks the model's fastest exact method,
+  // an unsupported method is an error naming the architecture.
+  std::unique_ptr<DecodeState> start_decoding(int64_t batch, int64_t capacity,
+                                              DecodeMethod method = DecodeMethod::Auto);
+  // Feeds B x T int64 tokens at positions [state.position(), +T) and returns
+  // their logits, B x T x V. Runs without autograd.
+  at::Tensor decode(DecodeState& state, const at::Tensor& input_ids);
+  // The method Auto resolves to for this model and capacity; an error for a
+  // method the model does not have.
+  virtual DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const;
+
+ protected:
+  // The model's own decoding (methods Cached and Fast). decode_hidden is
+  // called either at position 0 with any T (the prefill) or with T == 1 (a
+  // step) and returns B x T x d hidden states; the position advances after.
+  virtual std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method);
+  virtual at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids);
 };
 
 // Checks input_ids: B x L, int64, values in [0, vocab), L <= max_len

@@ -153,6 +153,9 @@ class Mamba2Model : public LanguageModel {
   at::Tensor hidden_states(const at::Tensor& input_ids) override;  // after the final norm
   at::Tensor head(const at::Tensor& hidden) override;
   std::string config_json() const override;
+  std::string arch() const override { return "mamba2"; }
+  int64_t vocab_size() const override { return config.vocab_size; }
+  int64_t max_len() const override { return config.max_len; }
 
   Mamba2Config config;
   torch::nn::Embedding embed{nullptr};

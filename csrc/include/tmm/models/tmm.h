@@ -4,6 +4,7 @@
 // position. The mixing is tmm::ops::causal_toeplitz.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include <torch/nn/modules/container/any.h>
@@ -15,6 +16,8 @@
 #include "tmm/models/language_model.h"
 
 namespace tmm::models {
+
+struct TMMMixerDecodeState;  // one layer's incremental-decoding state (tmm.cpp)
 
 struct TMMConfig {
   int64_t vocab_size = 0, d_model = 0, n_layers = 0, max_len = 0;
@@ -37,6 +40,9 @@ class ToeplitzMixerImpl : public torch::nn::Module {
  public:
   explicit ToeplitzMixerImpl(const TMMConfig& c);
   at::Tensor forward(const at::Tensor& x);
+  // Incremental decoding (decoding.h): x B x T x d at the state's next positions.
+  std::unique_ptr<TMMMixerDecodeState> start_decoding(int64_t batch, int64_t capacity, bool fast) const;
+  at::Tensor decode(const at::Tensor& x, TMMMixerDecodeState& state);
 
  private:
   at::Tensor mix(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const;
@@ -51,6 +57,8 @@ class TMMBlockImpl : public torch::nn::Module {
  public:
   explicit TMMBlockImpl(const TMMConfig& c);
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor decode(const at::Tensor& x, TMMMixerDecodeState& state);
+  ToeplitzMixer mixer() const { return mixer_; }
 
  private:
   TMMConfig c_;
@@ -67,7 +75,15 @@ class TMM : public LanguageModel {
   at::Tensor hidden_states(const at::Tensor& input_ids) override;
   at::Tensor head(const at::Tensor& hidden) override;
   std::string config_json() const override { return config_.to_json_text(); }
+  std::string arch() const override { return "tmm"; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_len() const override { return config_.max_len; }
   const TMMConfig& config() const { return config_; }
+  DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
+
+ protected:
+  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
 
  private:
   TMMConfig config_;

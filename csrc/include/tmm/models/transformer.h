@@ -110,6 +110,9 @@ class Transformer : public LanguageModel {
   at::Tensor hidden_states(const at::Tensor& input_ids) override;  // after the final RMSNorm
   at::Tensor head(const at::Tensor& hidden) override;
   std::string config_json() const override { return config_.to_json_text(); }
+  std::string arch() const override { return "transformer"; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_len() const override { return config_.max_len; }
   const TransformerConfig& config() const { return config_; }
 
  private:

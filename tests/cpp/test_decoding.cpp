@@ -1,0 +1,121 @@
+// Incremental decoding (tmm/models/decoding.h): for every architecture and
+// TMM variant, the logits of a prefill followed by single steps equal the
+// full forward's at every position, for every decode method the model has;
+// the fast (FutureFill) and cached methods of TMM and Hyena agree.
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "tmm/models/language_model.h"
+
+namespace {
+
+using Catch::Matchers::Contains;
+using tmm::models::DecodeMethod;
+
+std::string tmm_config(const std::string& extra) {
+  return R"({"arch": "tmm", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80)" + extra + "}";
+}
+
+// Configs covering every decode path: TMM variants, Hyena, Transformer, Mamba2.
+std::vector<std::string> decode_configs() {
+  return {
+      tmm_config(""),
+      tmm_config(R"(, "heads": 4, "kernel": 3)"),
+      tmm_config(R"(, "mixer": "expanded", "heads": 2)"),
+      tmm_config(R"(, "mixer": "frozen", "block_order": "mixer_first", "norm": "rmsnorm")"),
+      tmm_config(R"(, "mixer": "masked", "heads": 2, "tie_embeddings": true)"),
+      R"({"arch": "hyena", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "filter_order": 16})",
+      R"({"arch": "hyena", "vocab_size": 37, "d_model": 8, "n_layers": 1, "max_len": 80, "short_filter": 1, "modulate": false})",
+      R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 2})",
+      R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 4, "window": 5})",
+      R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 8, "headdim": 8, "chunk_size": 8})",
+  };
+}
+
+std::vector<DecodeMethod> methods_of(tmm::models::LanguageModel& model) {
+  std::vector<DecodeMethod> out;
+  for (DecodeMethod m : {DecodeMethod::Recompute, DecodeMethod::Cached, DecodeMethod::Fast}) {
+    try {
+      model.resolve_decode_method(m, 64);
+      out.push_back(m);
+    } catch (const c10::Error&) {
+    }
+  }
+  return out;
+}
+
+// Prefill P tokens, then one step at a time up to L; the logits at every
+// position against forward() on all L tokens.
+void check_against_forward(tmm::models::LanguageModel& model, DecodeMethod method, int64_t P, int64_t L,
+                           double tol) {
+  const at::Tensor ids = at::randint(model.vocab_size(), {3, L}, at::kLong);
+  const at::Tensor expected = model.forward(ids);
+  auto state = model.start_decoding(3, L, method);
+  std::vector<at::Tensor> got{model.decode(*state, ids.narrow(1, 0, P))};
+  for (int64_t t = P; t < L; ++t) got.push_back(model.decode(*state, ids.narrow(1, t, 1)));
+  const at::Tensor logits = at::cat(got, 1);
+  const double scale = expected.abs().max().item<double>();
+  const double err = (logits - expected).abs().max().item<double>();
+  INFO("method " << tmm::models::to_string(method) << ", prompt " << P << ", length " << L << ": max error " << err
+                 << " at scale " << scale);
+  CHECK(err <= tol * scale);
+  CHECK(state->position() == L);
+}
+
+}  // namespace
+
+TEST_CASE("decode: prefill + steps equal the full forward, every model and method", "[decoding]") {
+  torch::NoGradGuard no_grad;
+  for (const auto& config : decode_configs()) {
+    INFO(config);
+    at::manual_seed(7);
+    auto model = tmm::models::build_model(config);
+    model->eval();
+    for (DecodeMethod method : methods_of(*model)) {
+      // float64: the methods are exact up to rounding.
+      model->to(at::kDouble);
+      for (int64_t P : {1, 5, 32}) check_against_forward(*model, method, P, 67, 1e-10);
+      // float32: the tolerance a user sees.
+      model->to(at::kFloat);
+      check_against_forward(*model, method, 3, 50, 2e-4);
+    }
+  }
+}
+
+TEST_CASE("decode: several tokens after the prefill are fed as steps", "[decoding]") {
+  torch::NoGradGuard no_grad;
+  at::manual_seed(3);
+  auto model = tmm::models::build_model(tmm_config(R"(, "heads": 2)"));
+  model->eval();
+  model->to(at::kDouble);
+  const at::Tensor ids = at::randint(37, {2, 40}, at::kLong);
+  auto state = model->start_decoding(2, 40, DecodeMethod::Fast);
+  const at::Tensor a = model->decode(*state, ids.narrow(1, 0, 10));
+  const at::Tensor b = model->decode(*state, ids.narrow(1, 10, 30));
+  CHECK(at::allclose(at::cat({a, b}, 1), model->forward(ids), 1e-9, 1e-9));
+}
+
+TEST_CASE("decode: clear errors", "[decoding]") {
+  auto model = tmm::models::build_model(tmm_config(""));
+  auto other = tmm::models::build_model(tmm_config(""));
+  model->eval();
+  const at::Tensor ids = at::zeros({2, 4}, at::kLong);
+  CHECK_THROWS_WITH(model->start_decoding(2, 81), Contains("capacity 81 exceeds the model's max_len 80"));
+  CHECK_THROWS_WITH(model->start_decoding(0, 8), Contains("batch must be >= 1, got 0"));
+  auto state = model->start_decoding(2, 6);
+  CHECK_THROWS_WITH(other->decode(*state, ids), Contains("made by another model"));
+  CHECK_THROWS_WITH(model->decode(*state, at::zeros({3, 4}, at::kLong)), Contains("B = 2"));
+  CHECK_THROWS_WITH(model->decode(*state, at::full({2, 4}, 99, at::kLong)), Contains("[0, 37)"));
+  model->decode(*state, ids);
+  CHECK_THROWS_WITH(model->decode(*state, ids), Contains("exceed the state's capacity 6"));
+  model->train();
+  auto fresh = model->start_decoding(2, 6);
+  CHECK_THROWS_WITH(model->decode(*fresh, ids), Contains("call eval() first"));
+  auto masked = tmm::models::build_model(tmm_config(R"(, "mixer": "masked")"));
+  CHECK_THROWS_WITH(masked->start_decoding(1, 8, DecodeMethod::Fast), Contains("needs a Toeplitz mixer"));
+  CHECK_THROWS_WITH(tmm::models::parse_decode_method("quick"), Contains("got \"quick\""));
+}
