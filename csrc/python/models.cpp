@@ -16,6 +16,8 @@
 
 #include "python/bindings.h"
 #include "tmm/models/checkpoint.h"
+#include "tmm/models/decoding.h"
+#include "tmm/models/generation.h"
 #include "tmm/models/language_model.h"
 
 namespace tmm::python {
@@ -43,6 +45,13 @@ std::shared_ptr<torch::nn::Module> submodule(LanguageModel& m, const std::string
 }  // namespace
 
 void bind_models(py::module& m) {
+  using tmm::models::DecodeState;
+  py::class_<DecodeState>(m, "_DecodeState", "Incremental-decoding state of a batch (LanguageModel.start_decoding)")
+      .def_property_readonly("batch_size", &DecodeState::batch_size)
+      .def_property_readonly("capacity", &DecodeState::capacity)
+      .def_property_readonly("position", &DecodeState::position)
+      .def_property_readonly("method", [](const DecodeState& s) { return tmm::models::to_string(s.method()); });
+
   py::class_<LanguageModel, std::shared_ptr<LanguageModel>>(m, "_LanguageModel",
                                                             "A C++ tmm::models::LanguageModel (use tmm.models)")
       .def("named_parameters", [](LanguageModel& self) { return to_vector(self.named_parameters(true)); },
@@ -81,6 +90,47 @@ void bind_models(py::module& m) {
            "(logits, hidden or None, mean cross-entropy against labels (-100 ignored) or None)")
       .def("hidden_states", [](LanguageModel& self, const at::Tensor& ids) { return self.hidden_states(ids); },
            py::arg("input_ids"), py::call_guard<py::gil_scoped_release>(), "B x L int64 -> B x L x d")
+      .def(
+          "start_decoding",
+          [](LanguageModel& self, int64_t batch, int64_t capacity, const std::string& method) {
+            return self.start_decoding(batch, capacity, tmm::models::parse_decode_method(method));
+          },
+          py::arg("batch"), py::arg("capacity"), py::arg("method") = "auto")
+      .def("decode", &LanguageModel::decode, py::arg("state"), py::arg("input_ids"),
+           py::call_guard<py::gil_scoped_release>(), "B x T int64 at the state's next positions -> logits B x T x V")
+      .def(
+          "generate",
+          [](LanguageModel& self, const std::vector<std::vector<int64_t>>& prompts, int64_t max_new_tokens,
+             double temperature, int64_t top_k, double top_p, uint64_t seed, const std::vector<int64_t>& stop_tokens,
+             const std::string& method, const std::optional<py::function>& on_tokens) {
+            tmm::models::GenerateOptions o;
+            o.max_new_tokens = max_new_tokens;
+            o.sampling = {temperature, top_k, top_p, seed};
+            o.stop_tokens = stop_tokens;
+            o.method = tmm::models::parse_decode_method(method);
+            tmm::models::TokenCallback callback;
+            if (on_tokens) {
+              callback = [&](const std::vector<int64_t>& tokens) {
+                py::gil_scoped_acquire gil;
+                py::object keep_going = (*on_tokens)(tokens);
+                return keep_going.is_none() || keep_going.cast<bool>();
+              };
+            }
+            tmm::models::GenerateResult r;
+            {
+              py::gil_scoped_release no_gil;
+              r = tmm::models::generate(self, prompts, o, callback);
+            }
+            py::dict out;
+            out["tokens"] = r.tokens;
+            out["finish_reasons"] = r.finish_reasons;
+            out["method"] = tmm::models::to_string(r.method);
+            out["prefill_seconds"] = r.prefill_seconds;
+            out["step_seconds"] = r.step_seconds;
+            return out;
+          },
+          py::arg("prompts"), py::arg("max_new_tokens"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
+          py::arg("seed"), py::arg("stop_tokens"), py::arg("method"), py::arg("on_tokens") = py::none())
       .def("config_json", &LanguageModel::config_json, "The full validated configuration (JSON text)")
       .def("parameter_count", &LanguageModel::parameter_count);
 

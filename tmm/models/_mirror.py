@@ -218,6 +218,34 @@ class LanguageModel(CppNode):
         self._check_tensors()
         return _cpp_hidden_states(self._cpp_root, input_ids)
 
+    def start_decoding(self, batch, capacity, method="auto"):
+        """A state for incremental decoding of `batch` sequences of at most
+        `capacity` tokens; method: auto | recompute | cached | fast (TMM, Hyena)."""
+        self._check_tensors()
+        return self._cpp_root.start_decoding(int(batch), int(capacity), str(method))
+
+    def decode(self, state, input_ids):
+        """Feeds B x T tokens at the state's next positions; returns their
+        logits B x T x V, as forward() on everything fed so far gives them."""
+        self._check_tensors()
+        return self._cpp_root.decode(state, input_ids)
+
+    def generate(self, prompts, max_new_tokens=64, *, temperature=1.0, top_k=0, top_p=1.0, seed=0,
+                 stop_tokens=(), method="auto", on_tokens=None):
+        """Generates from token-id prompts (a list of lists, or one list) with
+        the C++ generator (tmm/models/generation.h): temperature 0 = greedy.
+        Returns a dict: tokens (new ids per prompt), finish_reasons, method,
+        prefill_seconds, step_seconds. on_tokens(list) is called after each
+        round with each sequence's new token (-1: none); return False to stop."""
+        self._check_tensors()
+        single = len(prompts) > 0 and not isinstance(prompts[0], (list, tuple))
+        batch = [list(map(int, prompts))] if single else [list(map(int, p)) for p in prompts]
+        out = self._cpp_root.generate(batch, int(max_new_tokens), float(temperature), int(top_k), float(top_p),
+                                      int(seed), [int(t) for t in stop_tokens], str(method), on_tokens)
+        if single:
+            out["tokens"], out["finish_reasons"] = out["tokens"][0], out["finish_reasons"][0]
+        return out
+
     @property
     def config(self):
         """The full validated configuration (a fresh dict; "arch" included)."""
