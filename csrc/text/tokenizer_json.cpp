@@ -29,7 +29,9 @@ std::string show(const json& v) {
   return s.substr(0, cut) + "...";
 }
 
-[[noreturn]] void fail(const std::string& key, const std::string& what) { throw std::invalid_argument(key + ": " + what); }
+[[noreturn]] void fail(const std::string& key, const std::string& what) {
+  throw std::invalid_argument(key + ": " + what);
+}
 
 [[noreturn]] void expected(const std::string& key, const std::string& what, const json& found) {
   fail(key, "expected " + what + ", found " + show(found));
@@ -127,15 +129,17 @@ std::unique_ptr<Bpe> read_model(const json& root) {
   options.ignore_merges = get_bool(*model, "ignore_merges", "model", false);
 
   const json* vocab = member(*model, "vocab");
-  if (vocab == nullptr || !vocab->is_object()) expected("model.vocab", "an object {token: id}", vocab ? *vocab : json());
+  if (vocab == nullptr || !vocab->is_object())
+    expected("model.vocab", "an object {token: id}", vocab ? *vocab : json());
   std::unordered_map<std::string, uint32_t> tokens;
   std::unordered_map<uint32_t, const std::string*> owner;  // id -> token, to refuse shared ids
   tokens.reserve(vocab->size());
   for (const auto& [token, id_json] : vocab->items()) {
     const uint32_t id = get_id(id_json, "model.vocab[" + show(json(token)) + "]");
     const auto [it, fresh] = owner.emplace(id, &token);
-    if (!fresh) fail("model.vocab", "the id " + std::to_string(id) + " is given to both " + show(json(*it->second)) +
-                                        " and " + show(json(token)));
+    if (!fresh)
+      fail("model.vocab", "the id " + std::to_string(id) + " is given to both " + show(json(*it->second)) + " and " +
+                              show(json(token)));
     tokens.emplace(token, id);
   }
   return std::make_unique<Bpe>(std::move(tokens), read_merges(member(*model, "merges")), std::move(options));
@@ -199,7 +203,8 @@ std::shared_ptr<const TokenizerImpl> parse_tokenizer_json(const std::string& tex
   require_null(root, "normalizer", "tmm supports no normalizer");
   require_null(root, "truncation", "truncation is not supported");
   require_null(root, "padding", "padding is not supported");
-  if (const json* post = member(root, "post_processor"); !is_null(post) && type_of(*post, "post_processor") != "ByteLevel")
+  if (const json* post = member(root, "post_processor");
+      !is_null(post) && type_of(*post, "post_processor") != "ByteLevel")
     expected("post_processor", "null or ByteLevel (others add tokens; not supported)", *post);
 
   auto impl = std::make_shared<TokenizerImpl>();
