@@ -2,7 +2,8 @@
 
 Importing tmm loads the native library (libtmm_torch) that registers the
 operators under ``torch.ops.tmm``; ``tmm.ops`` and ``tmm.nn`` wrap them.
-``tmm.models`` holds the C++ model zoo as ``torch.nn.Module`` objects.
+``tmm.models`` holds the C++ model zoo as ``torch.nn.Module`` objects;
+``tmm.text`` the tokenizers.
 """
 import torch
 
@@ -16,9 +17,9 @@ if torch.__version__ != _build_info.torch_version:
     )
 
 from . import _C  # noqa: E402  (registers torch.ops.tmm)
-from . import io, models, nn, ops  # noqa: E402
+from . import io, models, nn, ops, text  # noqa: E402
 
 __version__ = _build_info.version
 with_cuda = _build_info.with_cuda
 
-__all__ = ["io", "ops", "nn", "models", "__version__", "with_cuda"]
+__all__ = ["io", "ops", "nn", "models", "text", "__version__", "with_cuda"]

@@ -8,4 +8,7 @@ namespace tmm::python {
 // tmm._C._LanguageModel and the model functions (csrc/python/models.cpp).
 void bind_models(pybind11::module& m);
 
+// tmm._C.Tokenizer (csrc/python/text.cpp).
+void bind_text(pybind11::module& m);
+
 }  // namespace tmm::python

@@ -62,6 +62,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_load_safetensors", &load_safetensors, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
         "Read and validate a file: ({name: tensor}, metadata)");
   tmm::python::bind_models(m);
+  tmm::python::bind_text(m);
   // c10::Error -> RuntimeError with the message only (what() appends a C++
   // backtrace); local, so torch's own bindings are left as they are.
   py::register_local_exception_translator([](std::exception_ptr p) {

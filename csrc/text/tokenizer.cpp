@@ -1,0 +1,116 @@
+#include "tmm/text/tokenizer.h"
+
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <utility>
+
+#include "text/gpt2_split.h"
+#include "text/tokenizer_impl.h"
+#include "text/unicode.h"
+
+namespace tmm::text {
+
+using detail::TokenizerImpl;
+
+Tokenizer::Tokenizer(std::shared_ptr<const TokenizerImpl> impl) : impl_(std::move(impl)) {}
+
+Tokenizer Tokenizer::byte_level() {
+  static const auto impl = [] {
+    auto p = std::make_shared<TokenizerImpl>();
+    p->byte_level = true;
+    p->vocab_size = 256;
+    return p;
+  }();
+  return Tokenizer(impl);
+}
+
+Tokenizer Tokenizer::from_json_text(const std::string& text) {
+  try {
+    return Tokenizer(detail::parse_tokenizer_json(text));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("tokenizer.json: ") + e.what());
+  }
+}
+
+Tokenizer Tokenizer::from_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("tokenizer file '" + path + "': cannot be opened for reading");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw std::runtime_error("tokenizer file '" + path + "': read error");
+  try {
+    return Tokenizer(detail::parse_tokenizer_json(text));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("tokenizer file '" + path + "': " + e.what());
+  }
+}
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<int64_t> out;
+  if (impl_->byte_level) {
+    out.reserve(text.size());
+    for (const char c : text) out.push_back(static_cast<unsigned char>(c));
+    return out;
+  }
+  out.reserve(text.size() / 3);
+  std::vector<std::string_view> pieces;
+  std::string prefixed;
+  const auto encode_text = [&](std::string_view part) {
+    if (impl_->add_prefix_space && part[0] != ' ') {
+      prefixed.assign(1, ' ');
+      prefixed.append(part);
+      part = prefixed;
+    }
+    if (!impl_->use_regex) return impl_->bpe->encode_piece(part, out);
+    pieces.clear();
+    detail::gpt2_split(part, pieces);
+    for (const std::string_view p : pieces) impl_->bpe->encode_piece(p, out);
+  };
+  if (impl_->added->empty()) {
+    if (!text.empty()) encode_text(text);
+    return out;
+  }
+  for (const detail::Segment& s : impl_->added->split(text)) {
+    if (s.id >= 0) out.push_back(s.id);
+    else encode_text(text.substr(s.begin, s.end - s.begin));
+  }
+  return out;
+}
+
+std::string Tokenizer::token_bytes(int64_t id) const {
+  if (id < 0 || id >= impl_->vocab_size)
+    throw std::out_of_range("token id " + std::to_string(id) + " is out of range for a vocabulary of " +
+                            std::to_string(impl_->vocab_size) + " ids");
+  if (impl_->byte_level) return std::string(1, char(id));
+  const auto it = impl_->id_bytes.find(id);
+  if (it == impl_->id_bytes.end())
+    throw std::out_of_range("token id " + std::to_string(id) + " has no token (the vocabulary of " +
+                            std::to_string(impl_->vocab_size) + " ids has gaps)");
+  return it->second;
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string bytes;
+  bytes.reserve(ids.size() * (impl_->byte_level ? 1 : 4));
+  for (const int64_t id : ids) {
+    if (impl_->byte_level && id >= 0 && id < 256) bytes += char(id);
+    else bytes += token_bytes(id);  // checks the range
+  }
+  return detail::to_valid_utf8(bytes);
+}
+
+int64_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
+
+std::optional<int64_t> Tokenizer::token_to_id(const std::string& token) const {
+  if (impl_->byte_level) {
+    if (token.size() == 1) return static_cast<unsigned char>(token[0]);
+    return std::nullopt;
+  }
+  if (const auto it = impl_->added_ids.find(token); it != impl_->added_ids.end()) return it->second;
+  if (const auto it = impl_->bpe->vocab().find(token); it != impl_->bpe->vocab().end()) return int64_t(it->second);
+  return std::nullopt;
+}
+
+std::string Tokenizer::kind() const { return impl_->byte_level ? "byte" : "bpe"; }
+
+}  // namespace tmm::text

@@ -1,0 +1,50 @@
+// UTF-8 and code point classes for the tokenizers (torch-free).
+//
+// Input text is any byte string: well-formed UTF-8 decodes to code points, and
+// each maximal ill-formed subpart (Unicode's "maximal subpart" rule, as in
+// Python's and Rust's lossy decoders) is one unit of class "other". Nothing
+// here fails on bad input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tmm::text::detail {
+
+// Numbered as in unicode_tables.h.
+enum class CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
+
+// The class of a code point: \p{L}, \p{N}, \s (Oniguruma's) or other.
+CharClass char_class(char32_t cp);
+
+// Not a code point: marks an ill-formed unit.
+inline constexpr char32_t kInvalid = 0xFFFFFFFF;
+
+struct Decoded {
+  char32_t cp;  // kInvalid for an ill-formed subpart
+  size_t len;   // bytes consumed, >= 1
+};
+
+// The unit starting at s[i] (i < s.size()).
+Decoded decode_utf8(std::string_view s, size_t i);
+
+// The class of the unit starting at s[i]; ill-formed units are kOther.
+inline CharClass class_at(std::string_view s, size_t i, size_t* len) {
+  const Decoded d = decode_utf8(s, i);
+  *len = d.len;
+  return d.cp == kInvalid ? CharClass::kOther : char_class(d.cp);
+}
+
+void append_utf8(std::string& out, char32_t cp);
+
+// `bytes` with each maximal ill-formed subpart replaced by U+FFFD, as
+// Python's bytes.decode("utf-8", "replace") and Rust's from_utf8_lossy do.
+std::string to_valid_utf8(std::string_view bytes);
+
+// `s` quoted for an error message, cut after about `max` bytes on a
+// character boundary.
+std::string excerpt(std::string_view s, size_t max = 60);
+
+}  // namespace tmm::text::detail

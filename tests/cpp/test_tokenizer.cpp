@@ -1,0 +1,259 @@
+// tmm::text::Tokenizer: the byte-level default, a small handcrafted
+// byte-level BPE tokenizer.json (ids worked out by hand), the GPT-2 split,
+// and the errors. Parity with the Python `tokenizers` package on trained
+// tokenizers is tested in tests/python/test_text.py.
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <tmm/text/tokenizer.h>
+
+#include "text/gpt2_split.h"
+
+using tmm::text::Tokenizer;
+using Ids = std::vector<int64_t>;
+
+namespace {
+
+// "Ġ" (U+0120) is the byte-level character of the space.
+nlohmann::json small_bpe(bool add_prefix_space = false, bool string_merges = true) {
+  nlohmann::json merges = nlohmann::json::array();
+  for (const char* m : {"h e", "l l", "he ll", "hell o", "\xC4\xA0 w", "o r", "\xC4\xA0w or"}) {
+    const std::string s = m;
+    const size_t space = s.find(' ');
+    if (string_merges)
+      merges.push_back(s);
+    else
+      merges.push_back({s.substr(0, space), s.substr(space + 1)});
+  }
+  return {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens",
+       {{{"id", 15},
+         {"content", "<|endoftext|>"},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", false},
+         {"normalized", false},
+         {"special", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"vocab",
+         {{"h", 0},
+          {"e", 1},
+          {"l", 2},
+          {"o", 3},
+          {"\xC4\xA0", 4},
+          {"w", 5},
+          {"r", 6},
+          {"d", 7},
+          {"he", 8},
+          {"ll", 9},
+          {"hell", 10},
+          {"hello", 11},
+          {"\xC4\xA0w", 12},
+          {"or", 13},
+          {"\xC4\xA0wor", 14},
+          {"<|endoftext|>", 15}}},
+        {"merges", merges}}},
+  };
+}
+
+Tokenizer load(const nlohmann::json& j) { return Tokenizer::from_json_text(j.dump()); }
+
+// The message of the std::invalid_argument that loading `j` raises.
+std::string load_error(const nlohmann::json& j) {
+  try {
+    load(j);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  FAIL("the tokenizer.json loaded");
+  return "";
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string_view> views;
+  tmm::text::detail::gpt2_split(text, views);
+  return {views.begin(), views.end()};
+}
+
+}  // namespace
+
+TEST_CASE("byte-level tokenizer: ids are the UTF-8 bytes", "[tokenizer]") {
+  const Tokenizer tok = Tokenizer::byte_level();
+  CHECK(tok.kind() == "byte");
+  CHECK(tok.vocab_size() == 256);
+  const std::string text = "h\xC3\xA9llo \xE4\xBD\xA0 \xF0\x9F\x98\x80\n\t";  // "héllo 你 😀\n\t"
+  const Ids ids = tok.encode(text);
+  REQUIRE(ids.size() == text.size());
+  for (size_t i = 0; i < text.size(); ++i) CHECK(ids[i] == static_cast<unsigned char>(text[i]));
+  CHECK(tok.decode(ids) == text);
+  CHECK(tok.encode("").empty());
+  CHECK(tok.token_bytes(0xE4) == "\xE4");
+  CHECK(tok.token_to_id("a") == 97);
+  CHECK(!tok.token_to_id("ab"));
+}
+
+TEST_CASE("byte-level tokenizer: ill-formed UTF-8 decodes to U+FFFD per maximal subpart", "[tokenizer]") {
+  const Tokenizer tok = Tokenizer::byte_level();
+  const std::string fffd = "\xEF\xBF\xBD";
+  // Python: bytes(ids).decode("utf-8", "replace")
+  CHECK(tok.decode({0xFF}) == fffd);
+  CHECK(tok.decode({'a', 0xE4, 0xBD}) == "a" + fffd);                        // truncated 3-byte character: one U+FFFD
+  CHECK(tok.decode({0xED, 0xA0, 0x80}) == fffd + fffd + fffd);               // a surrogate: three
+  CHECK(tok.decode({0xC0, 0xAF}) == fffd + fffd);                            // overlong
+  CHECK(tok.decode({0xF4, 0x90, 0x80, 0x80}) == fffd + fffd + fffd + fffd);  // past U+10FFFF
+  CHECK(tok.decode({0xE2, 0x82, 'x'}) == fffd + "x");
+  CHECK(tok.encode("\xFF\x80") == Ids{0xFF, 0x80});
+}
+
+TEST_CASE("tokenizer: ids out of range name the id and the vocabulary size", "[tokenizer]") {
+  const Tokenizer byte = Tokenizer::byte_level();
+  CHECK_THROWS_AS(byte.decode({1, 256}), std::out_of_range);
+  CHECK_THROWS_WITH(byte.decode({1, 256}), Catch::Contains("256") && Catch::Contains("id 256"));
+  CHECK_THROWS_AS(byte.token_bytes(-3), std::out_of_range);
+  CHECK_THROWS_WITH(byte.token_bytes(-3), Catch::Contains("id -3"));
+  const Tokenizer bpe = load(small_bpe());
+  CHECK_THROWS_AS(bpe.decode({16}), std::out_of_range);
+  CHECK_THROWS_WITH(bpe.decode({16}), Catch::Contains("id 16") && Catch::Contains("16 ids"));
+}
+
+TEST_CASE("GPT-2 split: contractions, optional space, letters, numbers, whitespace runs", "[tokenizer]") {
+  using V = std::vector<std::string>;
+  CHECK(split("Hello world's  test\n\n 123abc!!") ==
+        V{"Hello", " world", "'s", " ", " test", "\n\n", " 123", "abc", "!!"});
+  CHECK(split("it'S we're I'll 'x") == V{"it", "'", "S", " we", "'re", " I", "'ll", " '", "x"});
+  CHECK(split("   ") == V{"   "});
+  CHECK(split("a \t b") == V{"a", " \t", " b"});
+  CHECK(split("x\ny") == V{"x", "\n", "y"});
+  CHECK(split("caf\xC3\xA9 \xE4\xBD\xA0\xE5\xA5\xBD\xEF\xBC\x81") ==
+        V{"caf\xC3\xA9", " \xE4\xBD\xA0\xE5\xA5\xBD", "\xEF\xBC\x81"});
+  CHECK(split("x\xC2\xA0y") == V{"x", "\xC2\xA0", "y"});  // U+00A0 is \s but not the optional space
+  CHECK(split("\xD9\xA3\xD9\xA4 \xE2\x85\xAB") ==
+        V{"\xD9\xA3\xD9\xA4", " \xE2\x85\xAB"});            // Arabic-Indic digits, Roman numeral: \p{N}
+  CHECK(split("a\xFF\xFE b") == V{"a", "\xFF\xFE", " b"});  // ill-formed bytes are "other"
+  CHECK(split("").empty());
+}
+
+TEST_CASE("small BPE tokenizer.json: merges by rank, added tokens, decode", "[tokenizer]") {
+  for (const bool string_merges : {true, false}) {
+    INFO("string merges " << string_merges);
+    const Tokenizer tok = load(small_bpe(false, string_merges));
+    CHECK(tok.kind() == "bpe");
+    CHECK(tok.vocab_size() == 16);
+    // "hello" -> hello; " world" -> Ġw, or -> Ġwor, then l, d.
+    CHECK(tok.encode("hello world") == Ids{11, 14, 2, 7});
+    CHECK(tok.encode("hello<|endoftext|>hello") == Ids{11, 15, 11});
+    CHECK(tok.encode("hex") == Ids{8});  // 'x' has no token and there is no unk_token: dropped
+    CHECK(tok.encode("").empty());
+    CHECK(tok.decode({11, 14, 2, 7}) == "hello world");
+    CHECK(tok.decode({11, 15}) == "hello<|endoftext|>");
+    CHECK(tok.token_bytes(4) == " ");
+    CHECK(tok.token_to_id("<|endoftext|>") == 15);
+    CHECK(tok.token_to_id("\xC4\xA0wor") == 14);
+    CHECK(!tok.token_to_id(" wor"));
+  }
+  const Tokenizer prefixed = load(small_bpe(true));
+  CHECK(prefixed.encode("hello") == Ids{4, 11});
+  CHECK(prefixed.encode("hello<|endoftext|>hello") == Ids{4, 11, 15, 4, 11});  // each text part gets the space
+  CHECK(prefixed.encode(" hello") == Ids{4, 11});
+}
+
+TEST_CASE("small BPE tokenizer.json: Sequence wrappers, ill-formed input, threads", "[tokenizer]") {
+  nlohmann::json j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {j["pre_tokenizer"]}}};
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", {j["decoder"]}}};
+  const Tokenizer tok = load(j);
+  CHECK(tok.encode("hello world") == Ids{11, 14, 2, 7});
+  CHECK(tok.encode("he\xFF\xC3llo") == Ids{8, 9, 3});  // the broken bytes have no token here
+  std::vector<Ids> results(4);
+  std::vector<std::thread> threads;
+  for (auto& r : results)
+    threads.emplace_back([&tok, &r] {
+      for (int i = 0; i < 200; ++i) r = tok.encode("hello world hello<|endoftext|> world " + std::to_string(i % 7));
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) CHECK(r == results[0]);
+}
+
+TEST_CASE("tokenizer.json: unsupported or inconsistent content names the key", "[tokenizer]") {
+  using Catch::Contains;
+  nlohmann::json j = small_bpe();
+  j["normalizer"] = {{"type", "NFC"}};
+  CHECK_THAT(load_error(j), Contains("normalizer: expected null") && Contains("NFC"));
+
+  j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Split"}}, {{"type", "ByteLevel"}}}}};
+  CHECK_THAT(load_error(j), Contains("pre_tokenizer.pretokenizers") && Contains("Split"));
+
+  j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  CHECK_THAT(load_error(j), Contains("pre_tokenizer.type") && Contains("Whitespace"));
+
+  j = small_bpe();
+  j.erase("decoder");
+  CHECK_THAT(load_error(j), Contains("decoder: expected ByteLevel"));
+
+  j = small_bpe();
+  j["model"]["type"] = "WordPiece";
+  CHECK_THAT(load_error(j), Contains("model.type") && Contains("WordPiece"));
+
+  j = small_bpe();
+  j["model"]["dropout"] = 0.1;
+  CHECK_THAT(load_error(j), Contains("model.dropout") && Contains("0.1"));
+
+  j = small_bpe();
+  j["model"]["merges"][2] = "he ll o";
+  CHECK_THAT(load_error(j), Contains("model.merges[2]") && Contains("he ll o"));
+
+  j = small_bpe();
+  j["model"]["merges"].push_back("o d");
+  CHECK_THAT(load_error(j), Contains("model.merges[7]") && Contains("'od' is not in model.vocab"));
+
+  j = small_bpe();
+  j["model"]["vocab"]["x"] = -1;
+  CHECK_THAT(load_error(j), Contains("model.vocab[\"x\"]") && Contains("-1"));
+
+  j = small_bpe();
+  j["model"]["vocab"]["x"] = 3;
+  CHECK_THAT(load_error(j), Contains("the id 3 is given to both"));
+
+  j = small_bpe();
+  j["model"]["unk_token"] = "<unk>";
+  CHECK_THAT(load_error(j), Contains("model.unk_token") && Contains("<unk>"));
+
+  j = small_bpe();
+  j["added_tokens"][0]["single_word"] = true;
+  CHECK_THAT(load_error(j), Contains("added_tokens[0].single_word"));
+
+  j = small_bpe();
+  j["added_tokens"][0]["id"] = 14;
+  CHECK_THAT(load_error(j), Contains("added_tokens[0]") && Contains("has id 14 but model.vocab gives it 15"));
+
+  j = small_bpe();
+  j["padding"] = {{"length", 8}};
+  CHECK_THAT(load_error(j), Contains("padding: expected null"));
+
+  j = small_bpe();
+  j["post_processor"] = {{"type", "TemplateProcessing"}};
+  CHECK_THAT(load_error(j), Contains("post_processor") && Contains("TemplateProcessing"));
+
+  CHECK_THAT(load_error(nlohmann::json::array()), Contains("expected a JSON object"));
+  CHECK_THROWS_AS(Tokenizer::from_json_text("{\"model\": "), std::invalid_argument);
+  CHECK_THROWS_WITH(Tokenizer::from_json_text("{\"model\": "),
+                    Contains("tokenizer.json") && Contains("not valid JSON"));
+  CHECK_THROWS_AS(Tokenizer::from_file("/nonexistent/tokenizer.json"), std::runtime_error);
+  CHECK_THROWS_WITH(Tokenizer::from_file("/nonexistent/tokenizer.json"), Contains("/nonexistent/tokenizer.json"));
+}

@@ -1,0 +1,71 @@
+"""Tokenizers: text <-> token ids for the language models.
+
+``Tokenizer`` is the C++ ``tmm::text::Tokenizer`` (the same ids from Python
+and C++):
+
+    tok = tmm.text.Tokenizer.byte_level()          # ids = UTF-8 bytes, vocab_size 256
+    tok = tmm.text.Tokenizer.from_file("tokenizer.json")   # byte-level BPE
+    ids = tok.encode("héllo")                      # list[int]; bytes are accepted too
+    text = tok.decode(ids)                         # str; U+FFFD for ill-formed UTF-8
+    tok.token_bytes(ids[0]), tok.vocab_size, tok.kind
+
+``train_bpe`` trains a byte-level BPE with the ``tokenizers`` package and
+saves its tokenizer.json. See docs/tokenizers.md.
+"""
+import os
+from collections.abc import Iterable
+
+from ._C import Tokenizer
+
+Tokenizer.__module__ = __name__
+
+__all__ = ["Tokenizer", "train_bpe"]
+
+
+def _files(source):
+    """The list of paths when ``source`` names files, else None (an iterable of texts)."""
+    if isinstance(source, (str, os.PathLike)):
+        source = [source]
+    elif not isinstance(source, (list, tuple)) or not all(isinstance(p, (str, os.PathLike)) for p in source):
+        return None
+    paths = [os.fspath(p) for p in source]
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise FileNotFoundError(f"train_bpe: no such file {missing[0]!r} (a str or a list of str names files; "
+                                "pass iter(texts) to train on strings)")
+    return paths
+
+
+def train_bpe(files_or_iterator, vocab_size, path, *, special_tokens=("<|endoftext|>",),
+              add_prefix_space=False, min_frequency=2):
+    """Trains a byte-level BPE (GPT-2 style) and writes its tokenizer.json.
+
+    files_or_iterator: a path or a list/tuple of paths of text files, or any
+    other iterable of str (a generator, ``iter(list_of_texts)``).
+    vocab_size: the size to reach: 256 byte tokens + special tokens + merges.
+    path: where tokenizer.json is written. Returns the loaded ``Tokenizer``.
+    """
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(alphabet) + len(special_tokens):
+        raise ValueError(f"train_bpe: vocab_size {vocab_size} is below the {len(alphabet)} byte tokens "
+                         f"+ {len(special_tokens)} special tokens")
+    tok = HFTokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                  special_tokens=list(special_tokens), initial_alphabet=alphabet,
+                                  show_progress=False)
+    files = _files(files_or_iterator)
+    if files is not None:
+        tok.train(files, trainer)
+    elif isinstance(files_or_iterator, Iterable):
+        tok.train_from_iterator(files_or_iterator, trainer)
+    else:
+        raise TypeError(f"train_bpe: expected a path, a list of paths or an iterable of str, "
+                        f"got {type(files_or_iterator).__name__}")
+    path = os.fspath(path)
+    tok.save(path)
+    return Tokenizer.from_file(path)
