@@ -1,0 +1,23 @@
+// A model directory as the CLI reads it: config.json + model.safetensors
+// (tmm/models/checkpoint.h) and, optionally, tokenizer.json (a byte-level BPE
+// written by the tokenizers package); without one, the byte-level tokenizer.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tmm/models/language_model.h"
+#include "tmm/text/tokenizer.h"
+
+namespace tmm::cli {
+
+struct LoadedModel {
+  std::shared_ptr<models::LanguageModel> model;  // in eval mode, on `device`
+  text::Tokenizer tokenizer = text::Tokenizer::byte_level();
+  std::string tokenizer_path;  // empty: byte-level
+};
+
+// Errors name the directory and what is missing or wrong.
+LoadedModel load_model_dir(const std::string& dir, const std::string& device);
+
+}  // namespace tmm::cli
