@@ -48,5 +48,7 @@ torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)'
 cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$REPO/build/install;$torch_cmake" >/dev/null
 cmake --build build/consumer >/dev/null
 build/consumer/tmm_consumer
+# For tests/python/test_cli.py: the CLI and the installed-package example.
+export TMM_CLI="$REPO/build/bin/tmm" TMM_CONSUMER_DIR="$REPO/build/consumer"
 log "Python tests (pytest)"
 "$PYTHON" -m pytest tests/python -q "$@"
