@@ -26,7 +26,7 @@ if [ "${1:-}" = "--sanitize" ]; then
     torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
     mkdir -p build-asan
     cmake -S "$REPO" -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 \
-      -DCMAKE_PREFIX_PATH="$torch_cmake" -DTMM_WITH_CUDA=OFF -DTMM_BUILD_PYTHON=OFF -DTMM_BUILD_TESTS=ON \
+      -DCMAKE_PREFIX_PATH="$torch_cmake" -DTMM_WITH_CUDA=OFF -DTMM_BUILD_PYTHON=OFF -DTMM_BUILD_CLI=OFF -DTMM_BUILD_TESTS=ON \
       -DTMM_SANITIZE=address,undefined >build-asan/configure.log 2>&1 || { cat build-asan/configure.log; exit 1; }
   fi
   log "building build-asan/"
