@@ -32,8 +32,8 @@ each one finishes; an architecture that runs out of its share stops early
 
 Training is ``tmm.train.train``: AdamW, linear warm-up then linear decay,
 gradient clipping at 1.0, evaluation on a fixed held-out set; a non-finite
-loss or gradient stops that architecture with a message naming the step and
-the run carries on with the next one.
+loss, gradient or updated parameter stops that architecture with a message
+naming the step and the tensor, and the run carries on with the next one.
 
 Output, in ``--out`` (default ``results/<task>-<timestamp>/`` under the
 repository root):
@@ -53,6 +53,28 @@ repository root):
 Every file but metrics.jsonl is written atomically (a temporary file, then
 os.replace), and rewritten after each architecture, so an interrupted run
 leaves a consistent partial report. The summary table is printed last.
+
+Checkpoints and resume. ``--checkpoint-every N`` writes a training
+checkpoint of each architecture every N steps and at its end into
+``<out>/checkpoints/<arch>/`` (tmm.checkpointing: model, optimizer, step,
+RNG states, metrics; crash-safe). ``--resume --out <out>`` continues an
+interrupted run there: the same command line is required (the runtime
+options --threads, --no-progress, --checkpoint-every, --no-nan-guard,
+--device may change), the step count, warm-up and evaluation cadence are
+the saved ones, finished architectures are not retrained, metrics.jsonl is
+rewritten to the rows of each architecture's newest checkpoint (the rows
+logged after it are recomputed, so no row appears twice) and training
+continues from there. On the CPU the continued losses are bitwise those of
+an uninterrupted run.
+
+Numerical guard (above): on by default, ``--no-nan-guard`` turns it off.
+
+Distributed: ``torchrun --nproc_per_node K scripts/compare.py ...`` trains
+each architecture with DistributedDataParallel (gloo on the CPU, NCCL with
+``--device cuda``, one GPU per process); every rank takes its shard of the
+global batch ``--batch-size`` from the same seeded task generator, and only
+rank 0 writes files, checkpoints and progress. ``--threads`` defaults to the
+CPUs divided among the local processes.
 """
 from __future__ import annotations
 
@@ -82,11 +104,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 
 import tmm.models  # noqa: E402
+from tmm import checkpointing  # noqa: E402
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train  # noqa: E402
 
 DEFAULT_ARCHS = "tmm,transformer,hyena,mamba2"
 DEFAULT_BUDGET_MIN = 8.0  # when --steps is not given
 LEARNED = 0.9  # the verdict's accuracy threshold
+# Options that may differ when a run is resumed: they change how, not what, it computes.
+RUNTIME_ARGS = {"threads", "no_progress", "resume", "out", "checkpoint_every", "no_nan_guard", "device"}
 
 
 # ---------------------------------------------------------------- arguments
@@ -119,12 +144,21 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: 10%% of the steps)")
     p.add_argument("--eval-every", type=int, default=None, help="default: about 20 evaluations per run")
     p.add_argument("--eval-batches", type=int, default=4, help="held-out batches (of --batch-size) per evaluation")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch.set_num_threads")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads (default: the CPUs divided among the local processes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-budget-min", type=float, default=None,
                    help=f"total training time for all architectures (default {DEFAULT_BUDGET_MIN:g} without --steps, else none)")
     p.add_argument("--out", default=None, help="output folder (default results/<task>-<timestamp>/)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="write a training checkpoint every N steps and at the end (0: none)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the interrupted run in --out from its newest checkpoints")
+    p.add_argument("--no-nan-guard", action="store_true",
+                   help="do not stop at the first non-finite loss, gradient or parameter")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="where to train (cuda: under torchrun, the GPU of each process's LOCAL_RANK)")
     args = p.parse_args(argv)
     if args.configs:
         args.configs = [c for item in args.configs for c in item.split(",") if c]
@@ -134,6 +168,13 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if args.time_budget_min is not None and args.time_budget_min <= 0:
         p.error("--time-budget-min must be > 0")
+    if args.checkpoint_every < 0:
+        p.error(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    if args.resume and not args.out:
+        p.error("--resume needs --out, the folder of the run to continue")
+    if args.threads is None:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        args.threads = max(1, (os.cpu_count() or 1) // max(local, 1))
     return args
 
 
@@ -170,6 +211,54 @@ def atomic_write_text(path, text):
 
 def atomic_write_json(path, obj):
     atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def check_resumable(saved_args, args):
+    """SystemExit naming every option of the command line that differs from
+    the run being resumed (runtime options excepted)."""
+    norm = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731  (JSON made tuples lists)
+    now = vars(args)
+    keys = sorted(k for k in set(saved_args) & set(now) if k not in RUNTIME_ARGS)
+    diff = [f"--{k.replace('_', '-')}: the run had {saved_args[k]!r}, this command {now[k]!r}"
+            for k in keys if norm(saved_args[k]) != norm(now[k])]
+    if diff:
+        raise SystemExit("compare.py --resume: give the command line of the run being resumed; it differs in "
+                         + "; ".join(diff))
+
+
+def init_distributed(device):
+    """(rank, world size, torch.device) under torchrun (WORLD_SIZE > 1: a
+    process group, gloo on the CPU, NCCL on CUDA), else (0, 1, device)."""
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("compare.py: --device cuda, but torch sees no CUDA device")
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+    else:
+        dev = torch.device("cpu")
+    if world <= 1:
+        return 0, 1, dev
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    return dist.get_rank(), dist.get_world_size(), dev
+
+
+def broadcast(obj, world):
+    """Rank 0's `obj` on every rank (what rank 0 alone decided: folder, steps)."""
+    if world <= 1:
+        return obj
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def metrics_line(run, row):
+    return json.dumps({"arch": run["label"], "config": run["config_name"], "params": run["params"], **row}) + "\n"
 
 
 def read_config(name_or_path):
@@ -239,21 +328,24 @@ def default_out(task_name):
     return out
 
 
-def time_steps(cfg, task, batch_size, seed, n=3):
+def time_steps(cfg, task, batch_size, seed, n=3, device="cpu"):
     """Seconds per training step (forward, backward, AdamW) of a throwaway
     model: the median of n timed steps after one untimed."""
     torch.manual_seed(seed)
-    model = tmm.models.build(cfg)
+    model = tmm.models.build(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed + 7)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     times = []
     for i in range(n + 1):
-        ids, labels = task.batch(batch_size, gen)
+        ids, labels = (t.to(device) for t in task.batch(batch_size, gen))
+        sync()
         t0 = time.perf_counter()
         loss = model(ids, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        sync()
         if i:
             times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]
@@ -443,6 +535,10 @@ def main(argv=None):
     t_begin = time.monotonic()
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    rank, world, device = init_distributed(args.device)
+    is_main = rank == 0
+    if world > 1 and args.batch_size % world:
+        raise SystemExit(f"compare.py: --batch-size {args.batch_size} does not divide among {world} processes")
 
     import tmm.tasks  # imported late: it is another module of the package
 
@@ -469,23 +565,38 @@ def main(argv=None):
         if labels.count(r["label"]) > 1:
             r["label"] = r["config_name"]
 
-    out = Path(args.out) if args.out else default_out(task.name)
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"compare.py: task {task.name} {json.dumps(task.options)} (seq_len {task.seq_len}, "
-          f"vocab {task.vocab_size}); writing {out}", file=sys.stderr)
-    for r in runs:
-        print(f"  {r['label']:<14} {r['config_name']:<24} {r['params']:>12,} parameters", file=sys.stderr)
+    out = broadcast(Path(args.out) if args.out else (default_out(task.name) if is_main else None), world)
+    saved = None
+    if args.resume and (out / "config.json").is_file():
+        saved = json.loads((out / "config.json").read_text())
+        check_resumable(saved.get("args", {}), args)
+    if is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        what = "resuming" if saved else "writing"
+        print(f"compare.py: task {task.name} {json.dumps(task.options)} (seq_len {task.seq_len}, "
+              f"vocab {task.vocab_size}); {what} {out}" + (f" ({world} processes)" if world > 1 else ""),
+              file=sys.stderr)
+        for r in runs:
+            print(f"  {r['label']:<14} {r['config_name']:<24} {r['params']:>12,} parameters", file=sys.stderr)
 
     notes = []
     budget_s = args.time_budget_min * 60 if args.time_budget_min else (
         DEFAULT_BUDGET_MIN * 60 if args.steps is None else None)
 
-    # Step count: given, or sized by a quick timing to fit the budget.
+    # Step count: given, sized by a quick timing to fit the budget (by rank 0),
+    # or the resumed run's.
     est = None
-    if args.steps is None:
+    if saved is not None:
+        steps, budget_s, est = saved["steps"], saved["time_budget_s"], saved["timed_step_s"]
+        if est:
+            notes.append(f"{steps} steps sized to the {budget_s / 60:g}-minute budget from timed steps: "
+                         + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in est.items()))
+    elif args.steps is None and not is_main:
+        steps = None  # rank 0's, below
+    elif args.steps is None:
         est = {}
         for r in runs:
-            est[r["label"]] = time_steps(r["config"], task, args.batch_size, args.seed)
+            est[r["label"]] = time_steps(r["config"], task, args.batch_size, args.seed, device=device)
         # Per architecture: steps * t + evaluations (~22 of eval_batches forward
         # passes at ~1/3 of a step each); leave 15% for noise.
         evals_cost = 22 * args.eval_batches / 3
@@ -497,8 +608,11 @@ def main(argv=None):
         notes.append(steps_note)
     else:
         steps = args.steps
+    steps, est = broadcast((steps, est), world)
     eval_every = args.eval_every or max(1, steps // 20)
     warmup = args.warmup if args.warmup is not None else max(1, steps // 10)
+    if saved is not None:
+        eval_every, warmup = saved["eval_every"], saved["warmup"]
     try:
         load = os.getloadavg()[0]
         if load > 0.75 * (os.cpu_count() or 1) + 0.5:
@@ -524,11 +638,31 @@ def main(argv=None):
         "machine": machine_info(args.threads),
         "command": [sys.executable, *sys.argv],
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        "world_size": world,
     }
-    atomic_write_json(out / "config.json", config_json)
+    if saved is not None:  # the run's own record, plus when and where it was continued
+        config_json = dict(saved)
+        config_json.pop("finished", None)
+        config_json.setdefault("resumed", []).append({
+            "at": datetime.datetime.now().isoformat(timespec="seconds"), "git": git_info(),
+            "machine": machine_info(args.threads), "command": [sys.executable, *sys.argv], "world_size": world})
 
-    metrics = open(out / "metrics.jsonl", "a")
-    t_train = time.monotonic()
+    # A resumed run keeps, per architecture, the rows of its newest checkpoint
+    # (rows logged after it are recomputed), and the training time already spent.
+    ckpt_dirs = {r["label"]: out / "checkpoints" / r["label"] for r in runs}
+    spent = {r["label"]: 0.0 for r in runs}
+    if args.resume:
+        for r in runs:
+            path = checkpointing.latest(ckpt_dirs[r["label"]])
+            if path is not None:
+                state = checkpointing.read_state(path)
+                r["rows"], spent[r["label"]] = list(state["rows"]), state["total_s"]
+    if is_main:
+        atomic_write_json(out / "config.json", config_json)
+        if args.resume:
+            atomic_write_text(out / "metrics.jsonl", "".join(metrics_line(r, row) for r in runs for row in r["rows"]))
+    metrics = open(out / "metrics.jsonl", "a") if is_main else None
+    t_train = time.monotonic() - sum(spent.values())
     interrupted = False
     try:
         for i, run in enumerate(runs):
@@ -540,22 +674,23 @@ def main(argv=None):
                     cap = left * est[run["label"]] / sum(est[r["label"]] for r in rest)
                 else:
                     cap = left / len(rest)
-                cap = max(cap, 1.0)
+                cap = max(cap, 1.0) + spent[run["label"]]  # train() counts a resumed run's earlier time too
             tcfg = TrainConfig(
                 steps=steps, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
                 betas=tuple(args.betas), warmup=warmup, seed=args.seed, eval_every=eval_every,
                 eval_batches=args.eval_batches, threads=args.threads, time_budget_s=cap,
                 progress=not args.no_progress, desc=f"{run['label']:<11}",
+                nan_guard=not args.no_nan_guard, checkpoint_dir=str(ckpt_dirs[run["label"]]),
+                checkpoint_every=args.checkpoint_every, resume=args.resume,
             )
 
-            def log(row, run=run):
+            def log(row, run=run):  # called on rank 0 only
                 run["rows"].append(row)
-                metrics.write(json.dumps({"arch": run["label"], "config": run["config_name"],
-                                          "params": run["params"], **row}) + "\n")
+                metrics.write(metrics_line(run, row))
                 metrics.flush()
 
             torch.manual_seed(args.seed)
-            model = tmm.models.build(run["config"])
+            model = tmm.models.build(run["config"]).to(device)
             run["status"] = "running"
             try:
                 res = train(model, task, tcfg, log=log)
@@ -563,14 +698,16 @@ def main(argv=None):
                 run["status"] = "diverged"
                 run["note"] = str(e)
                 run["steps"] = e.step - 1
-                print(f"compare.py: {run['label']}: {e}", file=sys.stderr)
+                if is_main:
+                    print(f"compare.py: {run['label']}: {e}", file=sys.stderr)
             else:
                 run["status"] = "done" if res.stopped_early is None else "stopped"
                 run["note"] = res.stopped_early
                 run.update(steps=res.steps, tokens=res.tokens, wall_s=res.wall_s, flops_est=res.flops_est)
             del model
-            write_plots(out, runs, task)
-            write_summary(out, runs, task, meta, notes)
+            if is_main:
+                write_plots(out, runs, task)
+                write_summary(out, runs, task, meta, notes)
     except KeyboardInterrupt:
         interrupted = True
         for run in runs:
@@ -578,8 +715,11 @@ def main(argv=None):
                 run["status"] = "interrupted"
         notes.append("interrupted (Ctrl-C)")
     finally:
-        metrics.close()
+        if metrics is not None:
+            metrics.close()
 
+    if not is_main:
+        return 130 if interrupted else 0
     has_plots = write_plots(out, runs, task)
     if not has_plots:
         notes.append("no plots: matplotlib is not installed")
@@ -597,4 +737,11 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    sys.exit(code)
