@@ -122,9 +122,11 @@ def parse_args(argv=None):
         description="Train architectures matched by parameter count on one task; write tables and plots.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--task", default="copy", choices=["copy", "mqar"])
+    p.add_argument("--task", default="copy", choices=["copy", "mqar", "lm"])
     p.add_argument("--n", type=int, default=None, help="copy: tokens written twice (default 32)")
     p.add_argument("--num-kv-pairs", type=int, default=None, help="mqar: key-value pairs (default: the task's)")
+    p.add_argument("--corpus", default=None, help="lm: a text/JSONL/Parquet file or folder (default: the KJV corpus)")
+    p.add_argument("--tokenizer", choices=["byte", "bpe"], default=None, help="lm: tokenizer (default byte)")
     p.add_argument(
         "--task-option",
         action="append",
@@ -188,6 +190,11 @@ def task_options(args):
         opts["num_kv_pairs"] = args.num_kv_pairs
     elif args.task != "mqar" and args.num_kv_pairs is not None:
         raise SystemExit("--num-kv-pairs applies to --task mqar only")
+    for key in ("corpus", "tokenizer"):
+        if getattr(args, key) is not None:
+            if args.task != "lm":
+                raise SystemExit(f"--{key} applies to --task lm only")
+            opts[key] = getattr(args, key)
     for item in args.task_option:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -335,8 +335,9 @@ def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] =
     if main:
         eval_gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)  # held out: another stream
         eval_bs = cfg.eval_batch_size or cfg.batch_size
+        eval_batch = getattr(task, "eval_batch", None) or task.batch  # a held-out split when the task has one
         for _ in range(max(cfg.eval_batches, 1)):
-            ids, labels = task.batch(eval_bs, eval_gen)
+            ids, labels = eval_batch(eval_bs, eval_gen)
             eval_set.append((ids.to(device), labels.to(device)))
 
     opt = _optimizer(model, cfg)
@@ -384,6 +385,9 @@ def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] =
             "flops_est": fpt * step * tokens_per_step,
             "lr": opt.param_groups[0]["lr"],
         }
+        extra = getattr(task, "eval_metrics", None)  # e.g. lm's bits per byte
+        if extra is not None:
+            row.update(extra(eval_loss, eval_set))
         loss_sum, loss_n = 0.0, 0
         rows.append(row)
         if log is not None:

@@ -34,7 +34,7 @@ def constant_logits(labels, vocab, token):
 
 
 def test_registry():
-    assert tasks.names() == ["copy", "mqar"]
+    assert tasks.names() == ["copy", "lm", "mqar"]
     with pytest.raises(ValueError, match="unknown task"):
         tasks.make("nope")
     with pytest.raises(TypeError, match="unknown option"):

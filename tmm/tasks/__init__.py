@@ -30,6 +30,13 @@ The tasks:
 - ``copy`` (:mod:`tmm.tasks.copy`): n tokens written twice; labels on the
   second copy only.
 - ``mqar`` (:mod:`tmm.tasks.mqar`): Zoology's multi-query associative recall.
+- ``lm`` (:mod:`tmm.tasks.lm`): language modelling on real text (packed
+  windows of a byte-level or BPE-tokenised corpus).
+
+A task may also define ``eval_batch(batch_size, generator)`` (batches of a
+held-out split, used for evaluation instead of ``batch``) and
+``eval_metrics(eval_loss, eval_set) -> dict`` (extra numbers for each
+evaluation row, e.g. ``lm``'s bits per byte).
 """
 import importlib
 import math
@@ -42,6 +49,7 @@ IGNORE_INDEX = -100
 _REGISTRY = {
     "copy": "tmm.tasks.copy:CopyTask",
     "mqar": "tmm.tasks.mqar:MQARTask",
+    "lm": "tmm.tasks.lm:LMTask",
 }
 
 

@@ -1,0 +1,76 @@
+"""A 20-step smoke run of scripts/compare.py for every architecture on every
+task (copy, mqar, lm), on the tiny configs: every run finishes with finite
+numbers, and the lm run logs bits per byte from its held-out split."""
+import importlib.util
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+import tmm.tasks
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["tmm", "transformer", "hyena", "mamba2"]
+
+
+@pytest.fixture(scope="module")
+def compare():
+    before = os.environ.get("OMP_WAIT_POLICY")
+    spec = importlib.util.spec_from_file_location("compare_script_tasks", REPO / "scripts" / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if before is None:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+    else:
+        os.environ["OMP_WAIT_POLICY"] = before
+    return module
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "c.txt"
+    path.write_text("".join(f"And line {i} said unto line {i + 1}: follow me.\n" for i in range(500)))
+    return path
+
+
+TASK_ARGS = {
+    "copy": ["--n", "8"],
+    "mqar": ["--num-kv-pairs", "2", "--task-option", "seq_len=16", "--task-option", "vocab=32"],
+    "lm": ["--tokenizer", "byte", "--task-option", "seq_len=16", "--task-option", "section_bytes=512"],
+}
+
+
+def test_every_task_is_offered():
+    assert set(TASK_ARGS) == set(tmm.tasks.names())
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("task", sorted(TASK_ARGS))
+def test_twenty_steps_of_every_arch(task, compare, corpus, tmp_path, restore_threads):
+    configs = ",".join(str(REPO / "models" / f"{a}-tiny.json") for a in TINY)
+    extra = list(TASK_ARGS[task]) + (["--corpus", str(corpus)] if task == "lm" else [])
+    argv = ["--task", task, *extra, "--configs", configs, "--steps", "20", "--batch-size", "2", "--eval-every", "10",
+            "--eval-batches", "1", "--threads", "1", "--out", str(tmp_path), "--no-progress"]
+    assert compare.main(argv) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["arch"] for s in summary["runs"]] == TINY
+    assert all(s["status"] == "done" and s["steps"] == 20 for s in summary["runs"])
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 * len(TINY)  # steps 0, 10, 20
+    for r in rows:
+        assert math.isfinite(r["eval_loss"]) and 0.0 <= r["eval_acc"] <= 1.0
+        if task == "lm":
+            assert r["eval_bpb"] == pytest.approx(r["eval_loss"] / math.log(2))
+        else:
+            assert "eval_bpb" not in r
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["task"]["name"] == task
+    if task == "lm":
+        assert config["task"]["options"]["corpus"] == str(corpus) and config["task"]["vocab_size"] == 256
+
+
+def test_lm_flags_belong_to_lm(compare):
+    with pytest.raises(SystemExit, match="--corpus applies"):
+        compare.task_options(compare.parse_args(["--task", "copy", "--corpus", "x.txt"]))

@@ -1,0 +1,120 @@
+"""Information extraction and capacity (tmm.retention, scripts/retention.py):
+what is frozen stays frozen, the bottleneck is the only path, and a smoke
+run of the script writes its report."""
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import tmm.models
+import tmm.tasks
+from tmm.retention import Autoencoder, BottleneckDecoder, RegenerateTask, position_accuracy
+from tmm.train import TrainConfig, train
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["tmm", "transformer", "hyena", "mamba2"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "c.txt"
+    path.write_text("".join(f"Verse {i}: and it came to pass that line {i} was written.\n" for i in range(400)))
+    return path
+
+
+def tiny_encoder(arch, seq_len, vocab=256):
+    cfg = json.loads((REPO / "models" / f"{arch}-tiny.json").read_text())
+    cfg.update(vocab_size=vocab, max_len=seq_len)
+    return tmm.models.build(cfg)
+
+
+def test_regenerate_task_labels_are_the_input(corpus):
+    lm = tmm.tasks.make("lm", corpus=str(corpus), seq_len=16, section_bytes=512)
+    task = RegenerateTask(lm)
+    g = torch.Generator().manual_seed(0)
+    for draw in (task.batch, task.eval_batch):
+        x, y = draw(4, g)
+        assert torch.equal(x, y) and x.shape == (4, 16)
+    # evaluation windows come from the lm task's held-out split
+    x, _ = task.eval_batch(4, torch.Generator().manual_seed(1))
+    assert torch.equal(x, lm.eval_batch(4, torch.Generator().manual_seed(1))[0])
+
+
+@pytest.mark.parametrize("arch", TINY)
+def test_frozen_encoder_stays_fixed_and_capacity_trains_it(arch, corpus, restore_threads):
+    torch.set_num_threads(1)
+    task = RegenerateTask(tmm.tasks.make("lm", corpus=str(corpus), seq_len=16, section_bytes=512))
+    cfg = TrainConfig(steps=3, batch_size=2, eval_every=3, eval_batches=1, progress=False, lr=1e-2, warmup=1)
+    for frozen in (True, False):
+        enc = tiny_encoder(arch, 16)
+        before = {n: p.detach().clone() for n, p in enc.named_parameters()}
+        ae = Autoencoder(enc, task.vocab_size, task.seq_len, frozen=frozen, d=32, layers=1)
+        dec_before = ae.decoder.head.weight.detach().clone()
+        trainable = ae.num_parameters()
+        assert trainable == ae.num_parameters(trainable_only=False) - (enc.num_parameters() if frozen else 0)
+        train(ae, task, cfg)
+        changed = [n for n, p in enc.named_parameters() if not torch.equal(p, before[n])]
+        assert not torch.equal(ae.decoder.head.weight, dec_before)
+        if frozen:
+            assert changed == []
+        else:
+            assert len(changed) > 0
+
+
+def test_only_the_chosen_state_reaches_the_decoder(restore_threads):
+    enc = tiny_encoder("tmm", 16, vocab=64)
+    ae = Autoencoder(enc, 64, 16, frozen=True, d=32, layers=1).eval()
+    ids = torch.randint(0, 64, (2, 16))
+    other = ids.clone()
+    other[:, :-1] = (other[:, :-1] + 1) % 64
+    # position -1 of a causal encoder sees every token: a change anywhere changes the output ...
+    assert not torch.allclose(ae(ids).logits, ae(other).logits)
+    # ... and the output is a function of that one vector only
+    z = enc.hidden_states(ids)[:, -1]
+    assert torch.allclose(ae(ids).logits, ae.decoder(z))
+    none = Autoencoder(None, 64, 16, d_in=32, d=32, layers=1).eval()
+    assert torch.allclose(none(ids).logits, none(other).logits)  # the baseline sees nothing
+    acc = position_accuracy(ae, [(ids, ids)])
+    assert len(acc) == 16 and all(0.0 <= a <= 1.0 for a in acc)
+    with pytest.raises(ValueError, match="heads"):
+        BottleneckDecoder(32, 64, 16, d=30, heads=4)
+    with pytest.raises(ValueError, match="d_in"):
+        Autoencoder(None, 64, 16)
+
+
+@pytest.mark.timeout(240)
+def test_retention_script_smoke(corpus, tmp_path, restore_threads, capsys):
+    before = os.environ.get("OMP_WAIT_POLICY")
+    spec = importlib.util.spec_from_file_location("retention_script", REPO / "scripts" / "retention.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    if before is None:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+    else:
+        os.environ["OMP_WAIT_POLICY"] = before
+    configs = ",".join(str(REPO / "models" / f"{a}-tiny.json") for a in TINY)
+    out = tmp_path / "ret"
+    argv = ["--configs", configs, "--corpus", str(corpus), "--task-option", "section_bytes=512", "--n", "16", "--pretrain-steps", "4", "--steps", "4",
+            "--batch-size", "2", "--decoder-d", "32", "--decoder-layers", "1", "--final-eval-batches", "2",
+            "--eval-batches", "1", "--threads", "1", "--out", str(out), "--no-progress", "--save-encoders"]
+    assert script.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    table = summary["table"]
+    assert [(r["mode"], r["arch"]) for r in table] == [(m, a) for m in ("extraction", "capacity") for a in TINY + ["none"]]
+    for r in table:
+        assert r["status"] == "done" and r["steps"] == 4 and 0.0 <= r["token_acc"] <= 1.0
+        assert (r["lm_eval_bpb"] is not None) == (r["mode"] == "extraction" and r["arch"] != "none")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert {r["phase"] for r in rows} == {"pretrain", "extraction", "capacity"}
+    for a in TINY:  # the saved encoders load back
+        assert tmm.models.load(out / "encoders" / a).num_parameters() > 0
+    md = (out / "summary.md").read_text()
+    assert "| mode | arch |" in md and "extraction:" in md
+    pytest.importorskip("matplotlib")
+    for name in ("retention_vs_steps.png", "retention_by_position.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p.name for p in out.iterdir() if ".tmp" in p.name]
+    assert "capacity:" in capsys.readouterr().out

@@ -1,0 +1,238 @@
+"""Real text for the language-modelling task: corpora and tokenisers.
+
+    path = default_corpus()                  # the King James Bible, from Debian packages
+    docs = read_documents(path)              # or a .txt / .jsonl / .parquet file, or a folder of them
+    tok = ByteTokenizer()                    # or train_bpe(docs, vocab_size=1024)
+    ids = tok.encode("In the beginning")     # np.int32 array
+    tok.token_bytes[ids].sum()               # the UTF-8 bytes those tokens stand for
+
+The default corpus is the King James Version of the Bible (public domain,
+about 4.1 MB of English prose), installed by the Debian packages
+``bible-kjv`` (the ``bible`` program) and ``bible-kjv-text`` (its compressed
+text), which ``scripts/_env.sh`` installs. The first use writes it as plain
+text to ``$TMM_CACHE/corpora/kjv.txt`` (``TMM_CACHE`` defaults to
+``~/.cache/tmm``): one verse per line without its number, a heading line
+("Genesis 1") and a blank line before each chapter. Nothing is downloaded.
+
+Files (:func:`read_documents`): ``.jsonl`` (one JSON object per line, its
+``text`` field a document: the FineWeb-edu layout), ``.parquet`` (the
+``text`` column; needs ``pyarrow``), anything else read as UTF-8 text (one
+document). A folder is read as its files of those kinds, in sorted order
+(FineWeb-edu's shards).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "default_corpus", "read_documents", "ByteTokenizer", "BPETokenizer", "train_bpe", "make_tokenizer",
+]
+
+BIBLE_DATA = "/usr/lib/bible.data"
+# The whole text, every book, as one reference range of the `bible` program.
+BIBLE_RANGE = "Gen1:1-Rev22:21"
+CORPUS_SUFFIXES = (".txt", ".text", ".md", ".jsonl", ".parquet")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TMM_CACHE") or Path.home() / ".cache" / "tmm")
+
+
+def _atomic_write_bytes(path: Path, data: bytes):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def kjv_to_text(raw: str) -> str:
+    """The `bible` program's output (chapter headings, "  N verse" lines) as
+    plain prose: headings kept, verse numbers dropped."""
+    out = []
+    for line in raw.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        head, _, rest = stripped.partition(" ")
+        if line.startswith(" ") and head.isdigit():
+            out.append(rest.strip())
+        else:  # a chapter heading, e.g. "Genesis 1"
+            if out:
+                out.append("")
+            out.append(stripped)
+    return "\n".join(out) + "\n"
+
+
+def default_corpus() -> Path:
+    """The path of the default corpus (written on first use; see the module
+    docstring). Raises FileNotFoundError naming the Debian packages when they
+    are not installed."""
+    path = cache_dir() / "corpora" / "kjv.txt"
+    if path.is_file() and path.stat().st_size > 0:
+        return path
+    program = shutil.which("bible")
+    if program is None or not os.path.isfile(BIBLE_DATA):
+        raise FileNotFoundError(
+            "the default corpus (the King James Bible) comes from the Debian packages bible-kjv and "
+            "bible-kjv-text, which scripts/_env.sh installs: run `apt-get install bible-kjv bible-kjv-text`, "
+            "or pass corpus=PATH (a .txt, .jsonl or .parquet file, or a folder of them)"
+        )
+    raw = subprocess.run(
+        [program, "-l100000", BIBLE_RANGE], capture_output=True, check=True, timeout=120,
+        env={**os.environ, "PAGER": "cat"}, stdin=subprocess.DEVNULL,
+    ).stdout.decode("utf-8", errors="replace")
+    text = kjv_to_text(raw)
+    if len(text) < 1_000_000:  # the whole Bible is ~4 MB: anything much shorter is a broken install
+        raise RuntimeError(f"default corpus: `bible {BIBLE_RANGE}` gave only {len(text)} characters (expected ~4 MB)")
+    _atomic_write_bytes(path, text.encode("utf-8"))
+    return path
+
+
+def _corpus_files(path: Path):
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in CORPUS_SUFFIXES)
+        if not files:
+            raise FileNotFoundError(f"corpus folder '{path}' holds no {', '.join(CORPUS_SUFFIXES)} files")
+        return files
+    if not path.is_file():
+        raise FileNotFoundError(f"no such corpus file or folder: '{path}'")
+    return [path]
+
+
+def _jsonl_texts(path: Path):
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not a JSON line ({e.msg})") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object with a string field \"text\"")
+            yield obj["text"]
+
+
+def _parquet_texts(path: Path):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(
+            f"reading '{path}' needs pyarrow (pip install pyarrow), which is not installed; "
+            "or convert it to JSONL (one {\"text\": ...} object per line)"
+        ) from None
+    f = pq.ParquetFile(path)
+    if "text" not in f.schema_arrow.names:
+        raise ValueError(f"{path}: no 'text' column (columns: {', '.join(f.schema_arrow.names)})")
+    for batch in f.iter_batches(columns=["text"], batch_size=1024):
+        for t in batch.column(0).to_pylist():
+            if t is not None:
+                yield t
+
+
+def read_documents(path, max_bytes: int = 0) -> list:
+    """The documents (str) of a corpus file or folder, in order. ``max_bytes``
+    > 0 stops once that many UTF-8 bytes are read (the last document cut)."""
+    docs, total = [], 0
+    for file in _corpus_files(Path(path)):
+        suffix = file.suffix.lower()
+        if suffix == ".jsonl":
+            texts = _jsonl_texts(file)
+        elif suffix == ".parquet":
+            texts = _parquet_texts(file)
+        else:
+            texts = [file.read_bytes().decode("utf-8", errors="replace")]
+        for t in texts:
+            if max_bytes > 0:
+                b = t.encode("utf-8")
+                if total + len(b) >= max_bytes:
+                    docs.append(b[: max_bytes - total].decode("utf-8", errors="ignore"))
+                    return docs
+                total += len(b)
+            docs.append(t)
+    return docs
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens: ids 0..255, one byte each."""
+
+    name = "byte"
+    vocab_size = 256
+
+    def __init__(self):
+        self.token_bytes = np.ones(256, dtype=np.int64)
+
+    def encode(self, text) -> np.ndarray:
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        return np.frombuffer(data, dtype=np.uint8).astype(np.int32)
+
+    def encode_batch(self, texts):
+        return [self.encode(t) for t in texts]
+
+    def decode(self, ids) -> str:
+        return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+
+    def to_json(self):
+        return {"kind": "byte"}
+
+
+class BPETokenizer:
+    """A byte-level BPE (the `tokenizers` package): every byte sequence is
+    encodable; ``token_bytes[i]`` is the number of bytes token i stands for."""
+
+    name = "bpe"
+
+    def __init__(self, tok):
+        self._tok = tok
+        self.vocab_size = tok.get_vocab_size()
+        # Byte-level BPE spells each byte as one character of its alphabet.
+        self.token_bytes = np.array([len(tok.id_to_token(i)) for i in range(self.vocab_size)], dtype=np.int64)
+
+    def encode(self, text) -> np.ndarray:
+        return np.asarray(self._tok.encode(text).ids, dtype=np.int32)
+
+    def encode_batch(self, texts):
+        return [np.asarray(e.ids, dtype=np.int32) for e in self._tok.encode_batch(list(texts))]
+
+    def decode(self, ids) -> str:
+        return self._tok.decode([int(i) for i in ids])
+
+    def to_json(self):
+        return json.loads(self._tok.to_str())
+
+
+def train_bpe(texts, vocab_size: int) -> BPETokenizer:
+    """A byte-level BPE of ``vocab_size`` tokens (>= 257: the 256 bytes and
+    at least one merge) trained on ``texts`` (an iterable of str). The one
+    place that knows which BPE implementation is used."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 257:
+        raise ValueError(f"train_bpe: vocab_size must be an int >= 257 (256 bytes + merges), got {vocab_size!r}")
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    except ImportError:
+        raise ImportError("tokenizer='bpe' needs the `tokenizers` package (pip install tokenizers)") from None
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return BPETokenizer(tok)
+
+
+def make_tokenizer(kind: str, texts=None, vocab_size: int = 1024):
+    """``"byte"`` or ``"bpe"`` (trained on ``texts``)."""
+    if kind == "byte":
+        return ByteTokenizer()
+    if kind == "bpe":
+        if texts is None:
+            raise ValueError("make_tokenizer: 'bpe' needs the texts to train on")
+        return train_bpe(texts, vocab_size)
+    raise ValueError(f"tokenizer must be 'byte' or 'bpe', got {kind!r}")
