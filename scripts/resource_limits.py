@@ -173,6 +173,9 @@ def limits(arch, mode, points, args):
         past = measure(arch, mode, 2 * fits, args.check_gib, args.timeout)
         row["check"] = {"limit_gib": args.check_gib, "predicted": fits, "at_60pct": ok, "at_200pct": past,
                         "passed": ok["ok"] and not past["ok"] and "memory" in past.get("error", "").lower()}
+        if ok["ok"] and past.get("timeout"):
+            # Quadratic time (attention) reaches --timeout before the memory runs out.
+            row["check"]["time_bound"] = True
     return row
 
 
@@ -185,8 +188,10 @@ def table(rows, args):
             lines.append(f"| {r['arch']} | {r['mode']} | - | - | - | - | {r['error']} |")
             continue
         c = r.get("check")
-        check = "-" if c is None else ("passed" if c["passed"] else "FAILED")
+        check = "-" if c is None else ("passed" if c["passed"] else "time-bound" if c.get("time_bound") else "FAILED")
         err = "-" if c is None else c["at_200pct"].get("error", "ran (no error)")
+        if c and c.get("time_bound"):
+            err = f"still computing after {args.timeout:g} s: time runs out before memory"
         lines.append(f"| {r['arch']} | {r['mode']} | {r['bytes_per_token'] / 1024:.1f} | {r['max_length']:,} | "
                      f"{r['seconds_at_max']:.0f} s | {check} | {err[:90]} |")
     return "\n".join(lines)
