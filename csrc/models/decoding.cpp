@@ -94,12 +94,4 @@ at::Tensor LanguageModel::decode(DecodeState& state, const at::Tensor& input_ids
   return head(hidden);
 }
 
-std::unique_ptr<DecodeState> LanguageModel::make_decode_state(int64_t, int64_t, DecodeMethod) {
-  TORCH_CHECK(false, "decode: ", arch(), " has no cached decoding yet; use method \"recompute\"");
-}
-
-at::Tensor LanguageModel::decode_hidden(DecodeState&, const at::Tensor&) {
-  TORCH_CHECK(false, "decode: ", arch(), " has no cached decoding yet; use method \"recompute\"");
-}
-
 }  // namespace tmm::models

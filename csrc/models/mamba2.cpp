@@ -120,7 +120,7 @@ nlohmann::json Mamba2Config::to_json() const {
 namespace mamba2 {
 
 at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
-                       const at::Tensor& C, int64_t chunk_size) {
+                       const at::Tensor& C, int64_t chunk_size, at::Tensor* final_state) {
   TORCH_CHECK(x.dim() == 4, "ssd_chunked: x must be batch x L x H x P, got ", x.sizes());
   const int64_t bsz = x.size(0), L = x.size(1), H = x.size(2), P = x.size(3);
   TORCH_CHECK(dt.sizes() == at::IntArrayRef({bsz, L, H}), "ssd_chunked: dt must be ", at::IntArrayRef({bsz, L, H}),
@@ -131,7 +131,10 @@ at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tens
   TORCH_CHECK(C.sizes() == B.sizes(), "ssd_chunked: C must have B's shape ", B.sizes(), ", got ", C.sizes());
   TORCH_CHECK(chunk_size > 0, "ssd_chunked: chunk_size must be positive, got ", chunk_size);
   const int64_t G = B.size(2), N = B.size(3), R = H / G;  // R heads share each group's B and C
-  if (L == 0) return at::zeros_like(x);
+  if (L == 0) {
+    if (final_state) *final_state = at::zeros({bsz, H, P, N}, x.options());
+    return at::zeros_like(x);
+  }
 
   const int64_t Q = chunk_size, nc = (L + Q - 1) / Q, pad = nc * Q - L;
   // Discretise: the input enters as dt * x, the per-step log-decay is dt * A.
@@ -162,11 +165,15 @@ at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tens
 
   // 3. Across chunks: the state entering chunk z sums the states left by
   // chunks c < z, decayed over the chunks in between (zero initial state).
+  // Entry z = nc is the state after the last chunk: the final state (the
+  // zero-padded tail neither decays nor adds to it).
   states = at::cat({at::zeros_like(states.narrow(1, 0, 1)), states}, 1);              // b c+1 g r p n
   const at::Tensor chunk_decay = at::constant_pad_nd(Acum.select(-1, Q - 1), {1, 0});  // b g r c+1
   const at::Tensor decay_across = segsum(chunk_decay).exp();                           // b g r z c
-  const at::Tensor entering =
-      at::einsum("bgrzc,bcgrpn->bzgrpn", {decay_across, states}).narrow(1, 0, nc);     // b c g r p n
+  const at::Tensor entering_all = at::einsum("bgrzc,bcgrpn->bzgrpn", {decay_across, states});  // b c+1 g r p n
+  const at::Tensor entering = entering_all.narrow(1, 0, nc);                           // b c g r p n
+  // clone: its own memory, not a view keeping every chunk's state alive.
+  if (final_state) *final_state = entering_all.select(1, nc).reshape({bsz, H, P, N}).clone();
 
   // 4. Each entering state's contribution: y_l += exp(A_{1..l}) C_l . state.
   const at::Tensor decay_from_start = Acum.exp().permute({0, 3, 4, 1, 2}).unsqueeze(-1);  // b c l g r 1
@@ -261,6 +268,52 @@ at::Tensor Mamba2MixerImpl::forward(const at::Tensor& u) {  // batch x L x d
   return out_proj(gated.to(u.scalar_type()));
 }
 
+Mamba2MixerDecodeState Mamba2MixerImpl::start_decoding(int64_t batch) const {
+  const Mamba2Config& c = config;
+  const auto opts = in_proj->weight.options();
+  const auto ct = at::promote_types(in_proj->weight.scalar_type(), at::kFloat);  // the scan's dtype, as in forward
+  return {at::zeros({batch, c.d_conv - 1, conv1d->weight.size(0)}, opts),
+          at::zeros({batch, c.nheads(), c.headdim, c.d_state}, opts.dtype(ct))};
+}
+
+at::Tensor Mamba2MixerImpl::decode(const at::Tensor& u, Mamba2MixerDecodeState& state, int64_t position) {
+  const Mamba2Config& c = config;
+  const int64_t bsz = u.size(0), L = u.size(1);
+  TORCH_CHECK(position == 0 || L == 1, "Mamba2Mixer::decode: after the prefill (position 0) one token at a time, got ",
+              L, " at position ", position);
+  const int64_t di = c.d_inner(), H = c.nheads(), P = c.headdim, G = c.ngroups, N = c.d_state, GN = G * N;
+  const int64_t K = c.d_conv, R = H / G;
+
+  const auto parts = in_proj(u).split_with_sizes({di, di + 2 * GN, H}, -1);  // z, xBC, dt
+  // The conv continues from the remembered inputs (zeros at position 0, as
+  // the forward's padding): the last L outputs over [remembered, new].
+  const at::Tensor window = at::cat({state.conv_inputs, parts[1]}, 1);        // B x (K-1+L) x conv_dim
+  state.conv_inputs = window.narrow(1, L, K - 1).clone();
+  const at::Tensor conv = mamba2::causal_depthwise_conv1d(window, conv1d->weight, conv1d->bias).narrow(1, K - 1, L);
+  const auto xbc = at::silu(conv).split_with_sizes({di, GN, GN}, -1);         // x, B, C
+
+  const auto ct = at::promote_types(u.scalar_type(), at::kFloat);
+  const at::Tensor x = xbc[0].to(ct).reshape({bsz, L, H, P});
+  const at::Tensor Bm = xbc[1].to(ct).reshape({bsz, L, G, N});
+  const at::Tensor Cm = xbc[2].to(ct).reshape({bsz, L, G, N});
+  const at::Tensor dt = at::softplus(parts[2].to(ct) + dt_bias.to(ct));        // batch x L x H
+  const at::Tensor A = -at::exp(A_log.to(ct));                                  // H
+
+  at::Tensor y;
+  if (position == 0) {
+    y = mamba2::ssd_chunked(x, dt, A, Bm, Cm, c.chunk_size, &state.ssm);
+  } else {  // s = exp(dt A) s + dt x B^T, y = s C, per head (group g of B and C for heads g*R .. g*R+R-1)
+    const at::Tensor dt1 = dt.select(1, 0);                                     // B x H
+    const at::Tensor s = state.ssm.view({bsz, G, R, P, N});
+    s.mul_(at::exp(dt1 * A).view({bsz, G, R, 1, 1}));
+    s.add_((x.select(1, 0) * dt1.unsqueeze(-1)).view({bsz, G, R, P, 1}) * Bm.select(1, 0).view({bsz, G, 1, 1, N}));
+    y = at::matmul(s, Cm.select(1, 0).view({bsz, G, 1, N, 1})).view({bsz, 1, H, P});
+  }
+  y = y + x * D.to(ct).unsqueeze(-1);
+  const at::Tensor gated = norm(y.reshape({bsz, L, di}), parts[0].to(ct));      // batch x L x d_inner
+  return out_proj(gated.to(u.scalar_type()));
+}
+
 Mamba2GatedMLPImpl::Mamba2GatedMLPImpl(int64_t d_model, int64_t hidden, int64_t n_layers) {
   fc1 = register_module("fc1", torch::nn::Linear(torch::nn::LinearOptions(d_model, 2 * hidden).bias(false)));
   fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(hidden, d_model).bias(false)));
@@ -291,6 +344,12 @@ at::Tensor Mamba2BlockImpl::forward(const at::Tensor& x) {  // batch x L x d
   return h;
 }
 
+at::Tensor Mamba2BlockImpl::decode(const at::Tensor& x, Mamba2MixerDecodeState& state, int64_t position) {
+  at::Tensor h = x + mixer->decode(norm.forward(x), state, position);
+  if (mlp) h = h + mlp(norm2.forward(h));
+  return h;
+}
+
 Mamba2Model::Mamba2Model(const Mamba2Config& c) : config(c) {
   embed = register_module("embed", torch::nn::Embedding(c.vocab_size, c.d_model));
   {
@@ -314,6 +373,21 @@ at::Tensor Mamba2Model::hidden_states(const at::Tensor& input_ids) {
 
 at::Tensor Mamba2Model::head(const at::Tensor& hidden) {
   return config.tie_embeddings ? at::linear(hidden, embed->weight) : head_proj(hidden);
+}
+
+std::unique_ptr<DecodeState> Mamba2Model::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
+  auto state = std::make_unique<Mamba2DecodeState>(batch, capacity, method);
+  for (const auto& block : *blocks) state->layers.push_back(block->as<Mamba2BlockImpl>()->mixer->start_decoding(batch));
+  return state;
+}
+
+at::Tensor Mamba2Model::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
+  auto& s = static_cast<Mamba2DecodeState&>(state);
+  at::Tensor x = embed(input_ids);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    x = blocks[i]->as<Mamba2BlockImpl>()->decode(x, s.layers[i], state.position());
+  }
+  return norm.forward(x);
 }
 
 std::string Mamba2Model::config_json() const { return config.to_json().dump(2); }

@@ -1,5 +1,6 @@
 #include "tmm/models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -77,15 +78,16 @@ std::string TransformerConfig::to_json_text() const {
 
 namespace {
 
-// x: B x H x L x hd. Rotates the pair (i, i + hd/2) of position p by the angle
-// p * theta^(-2i/hd). Angles and the rotation are computed in float32 (float64
-// for float64 inputs), then cast back to x's dtype.
-at::Tensor apply_rope(const at::Tensor& x, double theta) {
+// x: B x H x L x hd at positions start, start + 1, ... Rotates the pair
+// (i, i + hd/2) of position p by the angle p * theta^(-2i/hd). Angles and the
+// rotation are computed in float32 (float64 for float64 inputs), then cast
+// back to x's dtype.
+at::Tensor apply_rope(const at::Tensor& x, double theta, int64_t start) {
   const int64_t L = x.size(2), hd = x.size(3);
   const auto dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const auto opts = x.options().dtype(dtype);
   const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, hd, 2, opts) / double(hd));  // hd/2
-  const at::Tensor angles = at::outer(at::arange(L, opts), inv_freq);                          // L x hd/2
+  const at::Tensor angles = at::outer(at::arange(start, start + L, opts), inv_freq);           // L x hd/2
   const at::Tensor emb = at::cat({angles, angles}, -1);                                        // L x hd
   const at::Tensor cos = emb.cos(), sin = emb.sin();
   const at::Tensor xf = x.to(dtype);
@@ -108,24 +110,61 @@ TransformerAttentionImpl::TransformerAttentionImpl(int64_t d_model, int64_t n_he
   wo = register_module("wo", make_linear(d_model, d_model, false));
 }
 
-at::Tensor TransformerAttentionImpl::forward(const at::Tensor& x) {
-  const int64_t B = x.size(0), L = x.size(1), H = n_heads_, hd = head_dim_;
-  auto split_heads = [&](const at::Tensor& t) { return t.view({B, L, H, hd}).transpose(1, 2); };  // B x H x L x hd
-  const at::Tensor q = apply_rope(split_heads(wq->forward(x)), rope_theta_);
-  const at::Tensor k = apply_rope(split_heads(wk->forward(x)), rope_theta_);
-  const at::Tensor v = split_heads(wv->forward(x));
+at::Tensor TransformerAttentionImpl::heads(torch::nn::Linear& proj, const at::Tensor& x, int64_t start, bool rope) {
+  const int64_t B = x.size(0), L = x.size(1);
+  const at::Tensor h = proj->forward(x).view({B, L, n_heads_, head_dim_}).transpose(1, 2);  // B x H x L x hd
+  return rope ? apply_rope(h, rope_theta_, start) : h;
+}
+
+at::Tensor TransformerAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t L = q.size(2);
   const double p = is_training() ? dropout_ : 0.0;
-  at::Tensor y;
   if (window_ > 0 && window_ < L) {
     // mask[t, s] = true where t - window < s <= t (true = attend).
-    const at::Tensor pos = at::arange(L, x.options().dtype(at::kLong));
+    const at::Tensor pos = at::arange(L, q.options().dtype(at::kLong));
     const at::Tensor diff = pos.unsqueeze(1) - pos.unsqueeze(0);                                 // L x L: t - s
     const at::Tensor mask = diff.ge(0).logical_and(diff.lt(window_));
-    y = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false);
-  } else {
-    y = at::scaled_dot_product_attention(q, k, v, std::nullopt, p, /*is_causal=*/true);
+    return at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false);
   }
-  return wo->forward(y.transpose(1, 2).reshape({B, L, H * hd}));                                 // B x L x d
+  return at::scaled_dot_product_attention(q, k, v, std::nullopt, p, /*is_causal=*/true);
+}
+
+at::Tensor TransformerAttentionImpl::merge_heads(const at::Tensor& y) {
+  const int64_t B = y.size(0), L = y.size(2);
+  return wo->forward(y.transpose(1, 2).reshape({B, L, n_heads_ * head_dim_}));                   // B x L x d
+}
+
+at::Tensor TransformerAttentionImpl::forward(const at::Tensor& x) {
+  return merge_heads(attend(heads(wq, x, 0, true), heads(wk, x, 0, true), heads(wv, x, 0, false)));
+}
+
+TransformerKVCache TransformerAttentionImpl::start_decoding(int64_t batch, int64_t capacity) const {
+  // A window needs only its last `window` positions: later keys overwrite the oldest.
+  const int64_t slots = window_ > 0 ? std::min(window_, capacity) : capacity;
+  const auto opts = wk->weight.options();
+  return {at::zeros({batch, n_heads_, slots, head_dim_}, opts), at::zeros({batch, n_heads_, slots, head_dim_}, opts)};
+}
+
+at::Tensor TransformerAttentionImpl::decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position) {
+  const int64_t T = x.size(1), slots = cache.keys.size(2);
+  TORCH_CHECK(position == 0 || T == 1, "TransformerAttention::decode: after the prefill (position 0) one token at a "
+              "time, got ", T, " at position ", position);
+  const at::Tensor q = heads(wq, x, position, true), k = heads(wk, x, position, true);
+  const at::Tensor v = heads(wv, x, position, false);
+  if (position == 0) {  // the prefill: the forward's attention, keeping the last `slots` keys and values
+    const int64_t n = std::min(T, slots);
+    const at::Tensor slot = at::arange(T - n, T, cache.keys.options().dtype(at::kLong)).remainder(slots);
+    cache.keys.index_copy_(2, slot, k.narrow(2, T - n, n));
+    cache.values.index_copy_(2, slot, v.narrow(2, T - n, n));
+    return merge_heads(attend(q, k, v));
+  }
+  cache.keys.narrow(2, position % slots, 1).copy_(k);
+  cache.values.narrow(2, position % slots, 1).copy_(v);
+  // Filled slots: positions max(0, position - slots + 1) .. position, exactly
+  // the window's (or, without one, all so far).
+  const int64_t used = std::min(position + 1, slots);
+  return merge_heads(at::scaled_dot_product_attention(q, cache.keys.narrow(2, 0, used), cache.values.narrow(2, 0, used),
+                                                      std::nullopt, 0.0, /*is_causal=*/false));
 }
 
 SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t hidden) {
@@ -151,6 +190,11 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x) {
   return h + drop_->forward(mlp->forward(mlp_norm->forward(h)));
 }
 
+at::Tensor TransformerBlockImpl::decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position) {
+  const at::Tensor h = x + attn->decode(attn_norm->forward(x), cache, position);
+  return h + mlp->forward(mlp_norm->forward(h));
+}
+
 Transformer::Transformer(const TransformerConfig& config) : config_(config) {
   embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
   for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(TransformerBlock(config));
@@ -168,6 +212,23 @@ at::Tensor Transformer::hidden_states(const at::Tensor& input_ids) {
 
 at::Tensor Transformer::head(const at::Tensor& hidden) {
   return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
+}
+
+std::unique_ptr<DecodeState> Transformer::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
+  auto state = std::make_unique<TransformerDecodeState>(batch, capacity, method);
+  for (const auto& block : *blocks_) {
+    state->layers.push_back(block->as<TransformerBlock>()->attn->start_decoding(batch, capacity));
+  }
+  return state;
+}
+
+at::Tensor Transformer::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
+  auto& s = static_cast<TransformerDecodeState&>(state);
+  at::Tensor h = embed_->forward(input_ids);
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    h = blocks_[i]->as<TransformerBlock>()->decode(h, s.layers[i], state.position());
+  }
+  return norm_->forward(h);
 }
 
 static ModelRegistration registration("transformer", [](const nlohmann::json& config) {

@@ -10,6 +10,8 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "tmm/models/language_model.h"
+#include "tmm/models/mamba2.h"
+#include "tmm/models/transformer.h"
 
 namespace {
 
@@ -32,7 +34,13 @@ std::vector<std::string> decode_configs() {
       R"({"arch": "hyena", "vocab_size": 37, "d_model": 8, "n_layers": 1, "max_len": 80, "short_filter": 1, "modulate": false})",
       R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 2})",
       R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 4, "window": 5})",
+      // window 40: prompts shorter than the window, steps past it; no layers: embedding and norm only.
+      R"({"arch": "transformer", "vocab_size": 37, "d_model": 8, "n_layers": 1, "max_len": 80, "n_heads": 1, "window": 40, "tie_embeddings": true})",
+      R"({"arch": "transformer", "vocab_size": 37, "d_model": 8, "n_layers": 0, "max_len": 80, "n_heads": 2})",
       R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 8, "headdim": 8, "chunk_size": 8})",
+      // groups of B and C shared by 4 heads, a short conv, the gated MLP, a chunk size no prompt is a multiple of.
+      R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 4, "headdim": 4,)"
+      R"( "ngroups": 2, "d_conv": 2, "d_intermediate": 24, "chunk_size": 7, "tie_embeddings": true})",
   };
 }
 
@@ -97,6 +105,57 @@ TEST_CASE("decode: several tokens after the prefill are fed as steps", "[decodin
   const at::Tensor a = model->decode(*state, ids.narrow(1, 0, 10));
   const at::Tensor b = model->decode(*state, ids.narrow(1, 10, 30));
   CHECK(at::allclose(at::cat({a, b}, 1), model->forward(ids), 1e-9, 1e-9));
+}
+
+TEST_CASE("decode: a Mamba2 step's state has a fixed size, whatever the position", "[decoding]") {
+  torch::NoGradGuard no_grad;
+  auto model = tmm::models::build_model(
+      R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 8, "headdim": 8})");
+  model->eval();
+  auto state = model->start_decoding(2, 80);
+  auto* s = dynamic_cast<tmm::models::Mamba2DecodeState*>(state.get());
+  REQUIRE(s != nullptr);
+  REQUIRE(s->layers.size() == 2);
+  // d_inner 32 = 4 heads of 8; the conv runs over x, B and C: 32 + 2 * 8 channels.
+  const std::vector<int64_t> conv{2, 3, 48}, ssm{2, 4, 8, 8};
+  auto check_sizes = [&] {
+    for (const auto& layer : s->layers) {
+      CHECK(layer.conv_inputs.sizes().vec() == conv);
+      CHECK(layer.ssm.sizes().vec() == ssm);
+    }
+  };
+  check_sizes();
+  model->decode(*state, at::randint(37, {2, 20}, at::kLong));
+  check_sizes();
+  // A step reads and writes only these: its cost does not depend on the position.
+  for (int t = 20; t < 80; ++t) model->decode(*state, at::randint(37, {2, 1}, at::kLong));
+  check_sizes();
+}
+
+TEST_CASE("decode: a windowed Transformer keeps at most `window` positions per layer", "[decoding]") {
+  torch::NoGradGuard no_grad;
+  auto slots_of = [](tmm::models::DecodeState& state) {
+    auto& s = dynamic_cast<tmm::models::TransformerDecodeState&>(state);
+    std::vector<int64_t> slots;
+    for (const auto& layer : s.layers) {
+      CHECK(layer.keys.sizes() == layer.values.sizes());
+      slots.push_back(layer.keys.size(2));
+    }
+    return slots;
+  };
+  const std::string base =
+      R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 4)";
+  auto windowed = tmm::models::build_model(base + R"(, "window": 5})");
+  windowed->eval();
+  auto state = windowed->start_decoding(1, 60);
+  CHECK(slots_of(*state) == std::vector<int64_t>{5, 5});
+  windowed->decode(*state, at::randint(37, {1, 12}, at::kLong));  // a prompt longer than the window
+  for (int t = 12; t < 60; ++t) windowed->decode(*state, at::randint(37, {1, 1}, at::kLong));
+  CHECK(slots_of(*state) == std::vector<int64_t>{5, 5});
+  // A window past the capacity, or none: one slot per position.
+  CHECK(slots_of(*windowed->start_decoding(1, 3)) == std::vector<int64_t>{3, 3});
+  auto full = tmm::models::build_model(base + "}");
+  CHECK(slots_of(*full->start_decoding(1, 60)) == std::vector<int64_t>{60, 60});
 }
 
 TEST_CASE("decode: clear errors", "[decoding]") {

@@ -62,8 +62,8 @@ class LanguageModel : public torch::nn::Module {
   // The model's own decoding (methods Cached and Fast). decode_hidden is
   // called either at position 0 with any T (the prefill) or with T == 1 (a
   // step) and returns B x T x d hidden states; the position advances after.
-  virtual std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method);
-  virtual at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids);
+  virtual std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) = 0;
+  virtual at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) = 0;
 };
 
 // Checks input_ids: B x L, int64, values in [0, vocab), L <= max_len

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
@@ -77,8 +78,10 @@ namespace mamba2 {
 //   y_t = s_t C_t.
 // L need not be a multiple of chunk_size (the tail chunk is zero-padded).
 // Computed in the dtype of x; callers upcast low-precision inputs.
+// final_state, when given, receives s_{L-1}: batch x H x P x N (zeros for
+// L = 0), what a recurrence continuing after the sequence starts from.
 at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
-                       const at::Tensor& C, int64_t chunk_size);
+                       const at::Tensor& C, int64_t chunk_size, at::Tensor* final_state = nullptr);
 
 // Causal depthwise convolution along the sequence.
 //   x: batch x L x C, weight: C x 1 x K (torch Conv1d layout), bias: C
@@ -105,11 +108,22 @@ class Mamba2GatedRMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Mamba2GatedRMSNorm);
 
+// One mixer's incremental-decoding state: a fixed size, whatever the position.
+struct Mamba2MixerDecodeState {
+  at::Tensor conv_inputs;  // B x (d_conv - 1) x conv_dim: the conv's last inputs (zeros before position 0)
+  at::Tensor ssm;          // B x H x P x N: the SSM state s, in the scan's dtype
+};
+
 // The SSD mixer: B x L x d -> B x L x d.
 class Mamba2MixerImpl : public torch::nn::Module {
  public:
   explicit Mamba2MixerImpl(const Mamba2Config& config);
   at::Tensor forward(const at::Tensor& u);
+  // Incremental decoding (decoding.h): a zero state for `batch` sequences.
+  Mamba2MixerDecodeState start_decoding(int64_t batch) const;
+  // u: B x T x d at positions [position, position + T); either position 0
+  // (the prefill, through the chunked scan) or T == 1 (a step of the recurrence).
+  at::Tensor decode(const at::Tensor& u, Mamba2MixerDecodeState& state, int64_t position);
 
   Mamba2Config config;
   torch::nn::Linear in_proj{nullptr};   // d -> 2 d_inner + 2 G N + H
@@ -137,6 +151,7 @@ class Mamba2BlockImpl : public torch::nn::Module {
  public:
   explicit Mamba2BlockImpl(const Mamba2Config& config);
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor decode(const at::Tensor& x, Mamba2MixerDecodeState& state, int64_t position);  // eval mode: no dropout
 
   Mamba2Config config;
   torch::nn::AnyModule norm;  // RMSNorm(d)
@@ -145,6 +160,13 @@ class Mamba2BlockImpl : public torch::nn::Module {
   Mamba2GatedMLP mlp{nullptr};
 };
 TORCH_MODULE(Mamba2Block);
+
+// Mamba2's decoding state (method Cached): one mixer state per layer.
+// Public so callers can see what decoding holds in memory.
+struct Mamba2DecodeState : DecodeState {
+  using DecodeState::DecodeState;
+  std::vector<Mamba2MixerDecodeState> layers;
+};
 
 class Mamba2Model : public LanguageModel {
  public:
@@ -162,6 +184,10 @@ class Mamba2Model : public LanguageModel {
   torch::nn::ModuleList blocks;
   torch::nn::AnyModule norm;              // final RMSNorm(d)
   torch::nn::Linear head_proj{nullptr};   // registered as "head"; null when tied
+
+ protected:
+  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
 };
 
 }  // namespace tmm::models

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -66,15 +67,36 @@ struct TransformerConfig {
 // Llama's SwiGLU width: round_up(floor(2/3 * ffn_mult * d_model), 8).
 int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult);
 
+// One layer's key/value cache for incremental decoding: keys and values are
+// B x H x slots x hd, keys rotated (RoPE) at their absolute positions.
+// Without a window, slots = capacity and position p sits in slot p; with a
+// window w, slots = min(w, capacity), a ring holding the last w positions
+// (position p in slot p % slots): attention does not depend on key order.
+struct TransformerKVCache {
+  at::Tensor keys, values;
+};
+
 // Multi-head causal self-attention with RoPE: B x L x d -> B x L x d.
 class TransformerAttentionImpl : public torch::nn::Module {
  public:
   TransformerAttentionImpl(int64_t d_model, int64_t n_heads, double rope_theta, int64_t window, double dropout);
   at::Tensor forward(const at::Tensor& x);
+  // Incremental decoding (decoding.h): an empty cache for `batch` sequences of
+  // at most `capacity` tokens, in the weights' dtype and device.
+  TransformerKVCache start_decoding(int64_t batch, int64_t capacity) const;
+  // x: B x T x d at positions [position, position + T); either position 0
+  // (the prefill, through the full attention) or T == 1 (a step).
+  at::Tensor decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position);
 
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
 
  private:
+  // x: B x L x d -> B x H x L x hd; RoPE at positions start, start + 1, ...
+  at::Tensor heads(torch::nn::Linear& proj, const at::Tensor& x, int64_t start, bool rope);
+  // Causal (windowed) attention of a whole sequence from position 0, B x H x L x hd each.
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+  at::Tensor merge_heads(const at::Tensor& y);  // B x H x L x hd -> wo(B x L x d)
+
   int64_t n_heads_, head_dim_, window_;
   double rope_theta_, dropout_;
 };
@@ -94,6 +116,7 @@ class TransformerBlockImpl : public torch::nn::Module {
  public:
   explicit TransformerBlockImpl(const TransformerConfig& c);
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position);  // eval mode: no dropout
 
   std::shared_ptr<RMSNormImpl> attn_norm, mlp_norm;
   TransformerAttention attn{nullptr};
@@ -103,6 +126,13 @@ class TransformerBlockImpl : public torch::nn::Module {
   torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(TransformerBlock);
+
+// The Transformer's decoding state (method Cached): one KV cache per layer.
+// Public so callers can see what decoding holds in memory.
+struct TransformerDecodeState : DecodeState {
+  using DecodeState::DecodeState;
+  std::vector<TransformerKVCache> layers;
+};
 
 class Transformer : public LanguageModel {
  public:
@@ -114,6 +144,10 @@ class Transformer : public LanguageModel {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t max_len() const override { return config_.max_len; }
   const TransformerConfig& config() const { return config_; }
+
+ protected:
+  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
 
  private:
   TransformerConfig config_;
