@@ -74,3 +74,15 @@ def test_twenty_steps_of_every_arch(task, compare, corpus, tmp_path, restore_thr
 def test_lm_flags_belong_to_lm(compare):
     with pytest.raises(SystemExit, match="--corpus applies"):
         compare.task_options(compare.parse_args(["--task", "copy", "--corpus", "x.txt"]))
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (REPO / "models" / "ablation").glob("*.json")))
+def test_ablation_configs_build(config):
+    """The TMM variants of the ablation (docs/experiments.md) build and run."""
+    import torch
+
+    import tmm.models
+
+    model = tmm.models.build(str(REPO / "models" / "ablation" / config))
+    assert model.config["arch"] == "tmm"
+    assert model(torch.randint(0, 256, (1, 16))).shape == (1, 16, 256)
