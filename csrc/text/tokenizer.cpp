@@ -25,23 +25,32 @@ Tokenizer Tokenizer::byte_level() {
   return Tokenizer(impl);
 }
 
+namespace {
+
+// Messages quote the input, which may not be UTF-8; Python needs them valid.
+std::string message(const std::string& where, const char* what) {
+  return detail::to_valid_utf8(where + ": " + what);
+}
+
+}  // namespace
+
 Tokenizer Tokenizer::from_json_text(const std::string& text) {
   try {
     return Tokenizer(detail::parse_tokenizer_json(text));
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("tokenizer.json: ") + e.what());
+    throw std::invalid_argument(message("tokenizer.json", e.what()));
   }
 }
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("tokenizer file '" + path + "': cannot be opened for reading");
+  if (!f) throw std::runtime_error(message("tokenizer file '" + path + "'", "cannot be opened for reading"));
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw std::runtime_error("tokenizer file '" + path + "': read error");
+  if (f.bad()) throw std::runtime_error(message("tokenizer file '" + path + "'", "read error"));
   try {
     return Tokenizer(detail::parse_tokenizer_json(text));
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("tokenizer file '" + path + "': " + e.what());
+    throw std::invalid_argument(message("tokenizer file '" + path + "'", e.what()));
   }
 }
 

@@ -1,12 +1,15 @@
 // Replays the fuzzers' inputs (tests/fuzz): every file under
 // tests/fuzz/regressions/<target>/ (inputs that once crashed a fuzzer) and
 // tests/fuzz/corpus/<target>/ (the seeds) goes through the function its
-// fuzzer calls, which must succeed or raise c10::Error: any other exception
-// fails the test, and a crash or sanitizer report ends the run.
+// fuzzer calls, which must succeed or raise c10::Error (std::invalid_argument
+// for the tokenizer): any other exception fails the test, and a crash or
+// sanitizer report ends the run.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <tmm/models.h>
+#include <tmm/text/tokenizer.h>
 #include <tmm/tmm.h>
 
 namespace fs = std::filesystem;
@@ -85,5 +89,26 @@ TEST_CASE("fuzz inputs: model configs build and run, or raise c10::Error", "[fuz
     const at::Tensor logits = m->forward(at::arange(L, at::kLong).remainder(V).unsqueeze(0));
     CHECK(logits.sizes() == at::IntArrayRef({1, L, V}));
     CHECK(tmm::models::build_model(m->config_json())->config_json() == m->config_json());
+  }
+}
+
+TEST_CASE("fuzz inputs: tokenizer.json files load and encode, or raise std::invalid_argument", "[fuzz][tokenizer]") {
+  const auto files = inputs("tokenizer");
+  REQUIRE(!files.empty());
+  for (const auto& p : files) {
+    INFO("input " << p.string());
+    const std::string text = read_all(p);
+    std::optional<tmm::text::Tokenizer> tok;
+    try {
+      tok = tmm::text::Tokenizer::from_json_text(text);
+    } catch (const std::invalid_argument&) {
+      continue;  // a clean error
+    }
+    // As the fuzzer does: the file's own text and a multilingual probe.
+    for (const std::string& s : {text, std::string("h\xC3\xA9llo \xE4\xBD\xA0 <|endoftext|> it's \xFF\n")}) {
+      const std::vector<int64_t> ids = tok->encode(s);
+      for (const int64_t id : ids) CHECK((id >= 0 && id < tok->vocab_size()));
+      CHECK_NOTHROW(tok->decode(ids));
+    }
   }
 }

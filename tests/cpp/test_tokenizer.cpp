@@ -12,6 +12,7 @@
 #include <tmm/text/tokenizer.h>
 
 #include "text/gpt2_split.h"
+#include "text/unicode.h"
 
 using tmm::text::Tokenizer;
 using Ids = std::vector<int64_t>;
@@ -76,6 +77,16 @@ Tokenizer load(const nlohmann::json& j) { return Tokenizer::from_json_text(j.dum
 std::string load_error(const nlohmann::json& j) {
   try {
     load(j);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  FAIL("the tokenizer.json loaded");
+  return "";
+}
+
+std::string load_error_text(const std::string& text) {
+  try {
+    Tokenizer::from_json_text(text);
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -254,6 +265,10 @@ TEST_CASE("tokenizer.json: unsupported or inconsistent content names the key", "
   CHECK_THROWS_AS(Tokenizer::from_json_text("{\"model\": "), std::invalid_argument);
   CHECK_THROWS_WITH(Tokenizer::from_json_text("{\"model\": "),
                     Contains("tokenizer.json") && Contains("not valid JSON"));
+  // Messages quote the input but stay valid UTF-8 (Python turns them into str).
+  const std::string bad = load_error_text("{\"model\": {\"type\": \"W\xC3\xA9\xC3\"}}");
+  CHECK_THAT(bad, Contains("not valid JSON"));
+  CHECK(tmm::text::detail::to_valid_utf8(bad) == bad);
   CHECK_THROWS_AS(Tokenizer::from_file("/nonexistent/tokenizer.json"), std::runtime_error);
   CHECK_THROWS_WITH(Tokenizer::from_file("/nonexistent/tokenizer.json"), Contains("/nonexistent/tokenizer.json"));
 }

@@ -5,11 +5,13 @@
 # fuzzer); libtorch is the venv's, built by gcc, linked as usual (clang uses
 # libstdc++ here, so the ABI matches).
 #
-#   tests/fuzz/build.sh                     # build both targets
+#   tests/fuzz/build.sh                     # build the three targets
 #   nice -n 19 build-fuzz/fuzz_safetensors -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
 #       -max_total_time=600 build-fuzz/corpus/safetensors tests/fuzz/corpus/safetensors
 #   nice -n 19 build-fuzz/fuzz_model_config -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
 #       -max_total_time=600 build-fuzz/corpus/model_config tests/fuzz/corpus/model_config
+#   nice -n 19 build-fuzz/fuzz_tokenizer -max_len=16384 -timeout=10 -rss_limit_mb=4096 \
+#       -dict=tests/fuzz/tokenizer.dict -max_total_time=600 build-fuzz/corpus/tokenizer tests/fuzz/corpus/tokenizer
 #
 # (The first corpus directory collects what the fuzzer finds; the seeds in
 # tests/fuzz/corpus/ stay untouched.) A crashing input is written to ./crash-*:
@@ -41,7 +43,7 @@ LAUNCHER=""
 command -v ccache >/dev/null && LAUNCHER=ccache
 
 # Every C++ source of libtmm_torch but the CUDA glue and the Python module.
-SOURCES=$(cd "$REPO" && ls csrc/cpu/*.cpp csrc/io/*.cpp csrc/models/*.cpp csrc/ops/*.cpp | grep -v _cuda.cpp)
+SOURCES=$(cd "$REPO" && ls csrc/cpu/*.cpp csrc/io/*.cpp csrc/models/*.cpp csrc/ops/*.cpp csrc/text/*.cpp | grep -v _cuda.cpp)
 log "compiling $(echo "$SOURCES" | wc -w) tmm sources with $CXX (fuzzer coverage, ASan, UBSan)"
 # A source that this clang cannot compile (clang < 16 rejects C++20 features
 # gcc accepts in C++17 mode, e.g. a lambda capturing a structured binding) is
@@ -55,13 +57,19 @@ echo "$SOURCES" | xargs -P "${FUZZ_JOBS:-2}" -I{} sh -c '
   $LAUNCHER g++ -std=c++17 -O2 -g -fPIC -I$REPO/csrc/include -I$REPO/csrc -I$REPO -I$OUT/include \
     -isystem $TORCH/include -isystem $TORCH/include/torch/csrc/api/include -c "$REPO/{}" -o "$o" || exit 255'
 OBJS=$(for s in $SOURCES; do echo "$OUT/obj/$(echo "$s" | tr / _).o"; done)
+# The tokenizer is torch-free: its fuzzer links only csrc/text.
+TEXT_OBJS=$(for s in $SOURCES; do case $s in csrc/text/*) echo "$OUT/obj/$(echo "$s" | tr / _).o";; esac; done)
 
 LIBS="-L$TORCH/lib -Wl,-rpath,$TORCH/lib -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed -lpthread"
-for target in fuzz_safetensors fuzz_model_config; do
+for target in fuzz_safetensors fuzz_model_config fuzz_tokenizer; do
   log "linking build-fuzz/$target"
   $LAUNCHER $CXX $CXXFLAGS -fsanitize=fuzzer -c "$REPO/tests/fuzz/$target.cpp" -o "$OUT/obj/$target.o"
   # shellcheck disable=SC2086
-  $CXX $SAN -fsanitize=fuzzer "$OUT/obj/$target.o" $OBJS $LIBS -o "$OUT/$target"
+  if [ "$target" = fuzz_tokenizer ]; then
+    $CXX $SAN -fsanitize=fuzzer "$OUT/obj/$target.o" $TEXT_OBJS -lpthread -o "$OUT/$target"
+  else
+    $CXX $SAN -fsanitize=fuzzer "$OUT/obj/$target.o" $OBJS $LIBS -o "$OUT/$target"
+  fi
 done
-mkdir -p "$OUT/corpus/safetensors" "$OUT/corpus/model_config"
-log "built build-fuzz/fuzz_safetensors and build-fuzz/fuzz_model_config"
+mkdir -p "$OUT/corpus/safetensors" "$OUT/corpus/model_config" "$OUT/corpus/tokenizer"
+log "built build-fuzz/fuzz_safetensors, build-fuzz/fuzz_model_config and build-fuzz/fuzz_tokenizer"

@@ -216,6 +216,10 @@ def test_errors_name_the_key(trained, tmp_path):
                            '"decoder": {"type": "ByteLevel"}}')
     with pytest.raises(ValueError, match="not valid JSON"):
         Tokenizer.from_str("{")
+    # A message quoting ill-formed UTF-8 is still a ValueError with a str message.
+    with pytest.raises(ValueError, match="not valid JSON") as info:
+        Tokenizer.from_str(b'{"model": {"type": "W\xc3"}}')
+    assert type(info.value) is ValueError
     with pytest.raises(RuntimeError, match="missing.json"):
         Tokenizer.from_file(str(tmp_path / "missing.json"))
     tok = Tokenizer.from_file(str(trained[False]))
