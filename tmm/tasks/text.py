@@ -183,28 +183,31 @@ class ByteTokenizer:
 
 
 class BPETokenizer:
-    """A byte-level BPE (the `tokenizers` package): every byte sequence is
-    encodable; ``token_bytes[i]`` is the number of bytes token i stands for."""
+    """A byte-level BPE trained by the `tokenizers` package and applied by
+    tmm's own C++ tokenizer (tmm.text: the same ids, also in C++ and the CLI);
+    ``token_bytes[i]`` is the number of bytes token i stands for."""
 
     name = "bpe"
 
     def __init__(self, tok):
-        self._tok = tok
-        self.vocab_size = tok.get_vocab_size()
-        # Byte-level BPE spells each byte as one character of its alphabet.
-        self.token_bytes = np.array([len(tok.id_to_token(i)) for i in range(self.vocab_size)], dtype=np.int64)
+        from .. import text
+
+        self._json = tok.to_str()
+        self._tok = text.Tokenizer.from_str(self._json)
+        self.vocab_size = self._tok.vocab_size
+        self.token_bytes = np.array([len(self._tok.token_bytes(i)) for i in range(self.vocab_size)], dtype=np.int64)
 
     def encode(self, text) -> np.ndarray:
-        return np.asarray(self._tok.encode(text).ids, dtype=np.int32)
+        return np.asarray(self._tok.encode(text), dtype=np.int32)
 
     def encode_batch(self, texts):
-        return [np.asarray(e.ids, dtype=np.int32) for e in self._tok.encode_batch(list(texts))]
+        return [self.encode(t) for t in texts]
 
     def decode(self, ids) -> str:
         return self._tok.decode([int(i) for i in ids])
 
     def to_json(self):
-        return json.loads(self._tok.to_str())
+        return json.loads(self._json)
 
 
 def train_bpe(texts, vocab_size: int) -> BPETokenizer:
