@@ -1,6 +1,7 @@
 // CPU glue: validates, allocates, maps torch dtypes onto the kernels'
 // storage types and runs the torch-free kernels on torch's thread pool.
 #include <atomic>
+#include <tuple>
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -42,7 +43,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cpu(
     const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& weight,
     std::array<bool, 3> mask) {
   const kernels::ToeplitzShape s = check_backward_args(grad_y, x, weight);
-  auto [gx, gw, gb] = empty_backward_outputs(x, s, mask);
+  // Not a structured binding: the dispatch lambda below uses gx and gw, and
+  // clang < 16 rejects capturing structured bindings (a C++20 feature).
+  at::Tensor gx, gw, gb;
+  std::tie(gx, gw, gb) = empty_backward_outputs(x, s, mask);
   const bool empty = s.B * s.L * s.C == 0;
   if (empty) {
     if (mask[0]) gx.zero_();

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <tuple>
 #include <vector>
 
 #include <cufft.h>
@@ -120,7 +121,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cuda(
   const kernels::ToeplitzShape s = check_backward_args(grad_y, x, weight);
   TORCH_CHECK(x.is_cuda(), "causal_toeplitz_backward: expected CUDA tensors, got x on ", x.device());
   const c10::cuda::CUDAGuard guard(x.device());
-  auto [gx, gw, gb] = empty_backward_outputs(x, s, mask);
+  // Not a structured binding: the dispatch lambda below uses gx and gw, and
+  // clang < 16 rejects capturing structured bindings (a C++20 feature).
+  at::Tensor gx, gw, gb;
+  std::tie(gx, gw, gb) = empty_backward_outputs(x, s, mask);
   const bool empty = s.B * s.L * s.C == 0;
   if (empty) {
     if (mask[0]) gx.zero_();
