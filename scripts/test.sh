@@ -14,10 +14,10 @@ if [ "${1:-}" = "--sanitize" ]; then
   ensure_python
   cd "$REPO"
   # Any report stops the process with a non-zero exit. The tests link the
-  # non-instrumented libtorch, so only tmm's own code is checked; libtorch's
-  # allocations that live until exit are suppressed in lsan.supp (libtorch and
-  # libc10 frames only), leaks through tmm's code are still reported. These
-  # are also set while building: catch_discover_tests runs tmm_tests then.
+  # non-instrumented libtorch, so only tmm's own code is checked for memory
+  # errors; leaks are reported wherever they are allocated (lsan.supp holds
+  # any suppressions, none at present). These are also set while building:
+  # catch_discover_tests runs tmm_tests then.
   export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
   export LSAN_OPTIONS="suppressions=$REPO/tests/sanitizers/lsan.supp:print_suppressions=0"

@@ -3,6 +3,7 @@
 // impossible or left unread is an error naming the key.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,5 +76,27 @@ class ConfigReader {
   std::string what_;
   std::set<std::string> read_;
 };
+
+// The keys every model's config has: "arch" (must equal `arch`), then
+// vocab_size, d_model, n_layers, max_len (required) and dropout,
+// tie_embeddings (optional, c's values by default), each checked. Models
+// differ only in the fewest layers they accept.
+template <class Config>
+void read_common(ConfigReader& r, const std::string& arch, Config& c, int64_t min_layers = 0) {
+  const auto got = r.required<std::string>("arch");
+  r.check(got == arch, "arch", "must be \"" + arch + "\", got \"" + got + "\"");
+  c.vocab_size = r.required<int64_t>("vocab_size");
+  c.d_model = r.required<int64_t>("d_model");
+  c.n_layers = r.required<int64_t>("n_layers");
+  c.max_len = r.required<int64_t>("max_len");
+  c.dropout = r.optional<double>("dropout", c.dropout);
+  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
+  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
+  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
+  r.check(c.n_layers >= min_layers, "n_layers",
+          "must be >= " + std::to_string(min_layers) + ", got " + std::to_string(c.n_layers));
+  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
+  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
+}
 
 }  // namespace tmm::models

@@ -18,13 +18,7 @@ HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text);
   ConfigReader r(j, "Hyena config");
   HyenaConfig c;
-  r.check(r.required<std::string>("arch") == "hyena", "arch", "must be \"hyena\"");
-  c.vocab_size = r.required<int64_t>("vocab_size");
-  c.d_model = r.required<int64_t>("d_model");
-  c.n_layers = r.required<int64_t>("n_layers");
-  c.max_len = r.required<int64_t>("max_len");
-  c.dropout = r.optional<double>("dropout", c.dropout);
-  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
+  read_common(r, "hyena", c);
   c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
   c.short_filter = r.optional<int64_t>("short_filter", c.short_filter);
   c.filter_order = r.optional<int64_t>("filter_order", c.filter_order);
@@ -33,11 +27,6 @@ HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
   c.modulate = r.optional<bool>("modulate", c.modulate);
   r.finish();
 
-  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
-  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
-  r.check(c.n_layers >= 0, "n_layers", "must be >= 0, got " + std::to_string(c.n_layers));
-  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
-  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
   r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
   r.check(c.short_filter >= 1, "short_filter", "must be >= 1, got " + std::to_string(c.short_filter));
   r.check(c.filter_order >= 1, "filter_order", "must be >= 1, got " + std::to_string(c.filter_order));

@@ -51,20 +51,8 @@ at::Tensor segsum(const at::Tensor& x) {
 
 Mamba2Config Mamba2Config::from_json(const nlohmann::json& json) {
   ConfigReader r(json, "mamba2 config");
-  const auto arch = r.required<std::string>("arch");
-  r.check(arch == "mamba2", "arch", "must be \"mamba2\", got \"" + arch + "\"");
   Mamba2Config c;
-  c.vocab_size = r.required<int64_t>("vocab_size");
-  r.check(c.vocab_size > 0, "vocab_size", "must be positive");
-  c.d_model = r.required<int64_t>("d_model");
-  r.check(c.d_model > 0, "d_model", "must be positive");
-  c.n_layers = r.required<int64_t>("n_layers");
-  r.check(c.n_layers > 0, "n_layers", "must be positive");
-  c.max_len = r.required<int64_t>("max_len");
-  r.check(c.max_len > 0, "max_len", "must be positive");
-  c.dropout = r.optional<double>("dropout", 0.0);
-  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1)");
-  c.tie_embeddings = r.optional<bool>("tie_embeddings", false);
+  read_common(r, "mamba2", c, /*min_layers=*/1);
   c.d_state = r.optional<int64_t>("d_state", 64);
   r.check(c.d_state > 0, "d_state", "must be positive");
   c.d_conv = r.optional<int64_t>("d_conv", 4);

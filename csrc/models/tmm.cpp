@@ -18,26 +18,16 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text);
   ConfigReader r(j, "TMM config");
   TMMConfig c;
-  r.check(r.required<std::string>("arch") == "tmm", "arch", "must be \"tmm\"");
-  c.vocab_size = r.required<int64_t>("vocab_size");
-  c.d_model = r.required<int64_t>("d_model");
-  c.n_layers = r.required<int64_t>("n_layers");
-  c.max_len = r.required<int64_t>("max_len");
+  read_common(r, "tmm", c);
   c.heads = r.optional<int64_t>("heads", c.heads);
   c.kernel = r.optional<int64_t>("kernel", c.kernel);
   c.mixer = r.optional<std::string>("mixer", c.mixer);
   c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
   c.activation = r.optional<std::string>("activation", c.activation);
-  c.dropout = r.optional<double>("dropout", c.dropout);
   c.block_order = r.optional<std::string>("block_order", c.block_order);
   c.norm = r.optional<std::string>("norm", c.norm);
-  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
   r.finish();
 
-  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
-  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
-  r.check(c.n_layers >= 0, "n_layers", "must be >= 0, got " + std::to_string(c.n_layers));
-  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
   r.check(c.heads >= 0, "heads", "must be >= 0 (0 = flat), got " + std::to_string(c.heads));
   r.check(c.heads == 0 || c.d_model % c.heads == 0, "heads",
           "must divide d_model = " + std::to_string(c.d_model) + ", got " + std::to_string(c.heads));
@@ -50,7 +40,6 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
   r.check(c.activation == "silu" || c.activation == "gelu" || c.activation == "relu", "activation",
           "must be silu, gelu or relu, got \"" + c.activation + "\"");
-  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
   r.check(c.block_order == "ffn_first" || c.block_order == "mixer_first", "block_order",
           "must be ffn_first or mixer_first, got \"" + c.block_order + "\"");
   r.check(c.norm == "layernorm" || c.norm == "rmsnorm", "norm", "must be layernorm or rmsnorm, got \"" + c.norm + "\"");

@@ -22,24 +22,14 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text);
   ConfigReader r(j, "Transformer config");
   TransformerConfig c;
-  r.check(r.required<std::string>("arch") == "transformer", "arch", "must be \"transformer\"");
-  c.vocab_size = r.required<int64_t>("vocab_size");
-  c.d_model = r.required<int64_t>("d_model");
-  c.n_layers = r.required<int64_t>("n_layers");
-  c.max_len = r.required<int64_t>("max_len");
+  read_common(r, "transformer", c);
   c.n_heads = r.required<int64_t>("n_heads");
   c.rope_theta = r.optional<double>("rope_theta", c.rope_theta);
   c.window = r.optional<int64_t>("window", c.window);
   c.ffn_mult = r.optional<double>("ffn_mult", c.ffn_mult);
   c.ffn_hidden = r.optional<int64_t>("ffn_hidden", c.ffn_hidden);
-  c.dropout = r.optional<double>("dropout", c.dropout);
-  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
   r.finish();
 
-  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
-  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
-  r.check(c.n_layers >= 0, "n_layers", "must be >= 0, got " + std::to_string(c.n_layers));
-  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
   r.check(c.n_heads >= 1, "n_heads", "must be >= 1, got " + std::to_string(c.n_heads));
   r.check(c.d_model % c.n_heads == 0, "n_heads",
           "must divide d_model = " + std::to_string(c.d_model) + ", got " + std::to_string(c.n_heads));
@@ -52,7 +42,6 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
           "must be a finite number > 0, got " + std::to_string(c.ffn_mult));
   r.check(c.ffn_hidden >= 0, "ffn_hidden",
           "must be >= 0 (0 = derived from ffn_mult), got " + std::to_string(c.ffn_hidden));
-  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
   if (c.ffn_hidden == 0) {
     // llama_ffn_hidden converts to int64: a width past 2^62 would be undefined
     // behaviour there (and overflow its rounding up to a multiple of 8).

@@ -1,6 +1,7 @@
 // CPU glue: validates, allocates, maps torch dtypes onto the kernels'
 // storage types and runs the torch-free kernels on torch's thread pool.
 #include <atomic>
+#include <tuple>
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -32,17 +33,7 @@ at::Tensor causal_toeplitz_cpu(const at::Tensor& x, const at::Tensor& weight,
   at::Tensor y = at::empty({s.B, s.L, s.C}, x.options());
   if (y.numel() == 0) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_cpu", [&] {
-    kernels::ToeplitzForwardParams<typename storage<scalar_t>::type> p;
-    p.shape = s;
-    p.x = raw<scalar_t>(x);
-    copy_strides(x, p.x_stride);
-    p.weight = raw<scalar_t>(weight);
-    copy_strides(weight, p.w_stride);
-    if (bias.has_value()) {
-      p.bias = raw<scalar_t>(*bias);
-      copy_strides(*bias, p.bias_stride);
-    }
-    p.y = raw<scalar_t>(y);
+    const auto p = make_forward_params<scalar_t>(s, x, weight, bias, y);
     cpu::toeplitz_forward(p, torch_parallel_for(), g_algorithm.load());
   });
   return y;
@@ -52,7 +43,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cpu(
     const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& weight,
     std::array<bool, 3> mask) {
   const kernels::ToeplitzShape s = check_backward_args(grad_y, x, weight);
-  auto [gx, gw, gb] = empty_backward_outputs(x, s, mask);
+  // Not a structured binding: the dispatch lambda below uses gx and gw, and
+  // clang < 16 rejects capturing structured bindings (a C++20 feature).
+  at::Tensor gx, gw, gb;
+  std::tie(gx, gw, gb) = empty_backward_outputs(x, s, mask);
   const bool empty = s.B * s.L * s.C == 0;
   if (empty) {
     if (mask[0]) gx.zero_();
@@ -65,16 +59,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cpu(
                      });
   } else if (mask[0] || mask[1]) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_backward_cpu", [&] {
-      kernels::ToeplitzBackwardParams<typename storage<scalar_t>::type> p;
-      p.shape = s;
-      p.grad_y = raw<scalar_t>(grad_y);
-      copy_strides(grad_y, p.gy_stride);
-      p.x = raw<scalar_t>(x);
-      copy_strides(x, p.x_stride);
-      p.weight = raw<scalar_t>(weight);
-      copy_strides(weight, p.w_stride);
-      p.grad_x = mask[0] ? raw<scalar_t>(gx) : nullptr;
-      p.grad_weight = mask[1] ? raw<scalar_t>(gw) : nullptr;
+      const auto p = make_backward_params<scalar_t>(s, grad_y, x, weight, mask[0] ? &gx : nullptr,
+                                                     mask[1] ? &gw : nullptr);
       cpu::toeplitz_backward(p, torch_parallel_for(), g_algorithm.load());
     });
   }

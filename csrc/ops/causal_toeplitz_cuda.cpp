@@ -2,7 +2,8 @@
 // storage types and runs the torch-free CUDA kernels (cuda/) on the current
 // stream of the tensors' device. Scratch memory and cuFFT work areas come
 // from torch's caching allocator; cuFFT plans from a bounded pool shared by
-// all threads, each plan leased to one caller at a time.
+// all threads, each plan leased to one caller at a time
+// (cufft_plan_pool_cuda.h).
 //
 // TMM_CUDA_ALGORITHM=auto|cufft|fused (read on every call) forces a path,
 // for tests and for measuring the crossover; fused falls back to cuFFT where
@@ -10,8 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <list>
-#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include <cufft.h>
@@ -23,6 +23,7 @@
 
 #include "cuda/toeplitz_cuda.h"
 #include "ops/checks.h"
+#include "ops/cufft_plan_pool_cuda.h"
 #include "ops/glue.h"
 #include "ops/kernel_args.h"
 
@@ -38,141 +39,6 @@ tmm::cuda::Algorithm requested_algorithm() {
   if (std::strcmp(v, "fused") == 0) return tmm::cuda::Algorithm::kFused;
   TORCH_CHECK(false, "causal_toeplitz: TMM_CUDA_ALGORITHM must be auto, cufft or fused, got '", v, "'");
 }
-
-// ------------------------------------------------------------------ cuFFT plans
-const char* cufft_result_name(cufftResult r) {
-  switch (r) {
-    case CUFFT_SUCCESS: return "CUFFT_SUCCESS";
-    case CUFFT_INVALID_PLAN: return "CUFFT_INVALID_PLAN";
-    case CUFFT_ALLOC_FAILED: return "CUFFT_ALLOC_FAILED";
-    case CUFFT_INVALID_TYPE: return "CUFFT_INVALID_TYPE";
-    case CUFFT_INVALID_VALUE: return "CUFFT_INVALID_VALUE";
-    case CUFFT_INTERNAL_ERROR: return "CUFFT_INTERNAL_ERROR";
-    case CUFFT_EXEC_FAILED: return "CUFFT_EXEC_FAILED";
-    case CUFFT_SETUP_FAILED: return "CUFFT_SETUP_FAILED";
-    case CUFFT_INVALID_SIZE: return "CUFFT_INVALID_SIZE";
-    case CUFFT_INVALID_DEVICE: return "CUFFT_INVALID_DEVICE";
-    case CUFFT_NO_WORKSPACE: return "CUFFT_NO_WORKSPACE";
-    case CUFFT_NOT_IMPLEMENTED: return "CUFFT_NOT_IMPLEMENTED";
-    case CUFFT_NOT_SUPPORTED: return "CUFFT_NOT_SUPPORTED";
-    default: return "unknown cufftResult";
-  }
-}
-
-const char* fft_type_name(FftType t) {
-  switch (t) {
-    case FftType::kR2C: return "R2C";
-    case FftType::kC2R: return "C2R";
-    case FftType::kD2Z: return "D2Z";
-    case FftType::kZ2D: return "Z2D";
-  }
-  return "?";
-}
-
-// One plan's identity: batched 1-D transforms of size n over `batch`
-// interleaved columns (istride = ostride = batch, idist = odist = 1).
-struct PlanKey {
-  int device;
-  FftType type;
-  int64_t n, batch;
-  bool operator==(const PlanKey& o) const {
-    return device == o.device && type == o.type && n == o.n && batch == o.batch;
-  }
-};
-
-void cufft_check(cufftResult r, const char* call, const PlanKey& key) {
-  TORCH_CHECK(r == CUFFT_SUCCESS, "causal_toeplitz: ", call, " failed with ", cufft_result_name(r), " (",
-              int(r), ") for a ", fft_type_name(key.type), " transform of size ", key.n, " over ", key.batch,
-              " columns on cuda:", key.device);
-}
-
-struct Plan {
-  PlanKey key;
-  cufftHandle handle;
-  size_t work_bytes;
-};
-
-// A bounded, thread-safe pool of cuFFT plans. A cuFFT plan must not be used
-// by two threads at once, so a caller leases one (an idle plan with its key,
-// else a new one) and returns it after enqueueing its transform; the pool
-// keeps at most kCapacity idle plans and destroys the least recently used.
-class PlanPool {
- public:
-  static constexpr size_t kCapacity = 32;
-
-  Plan acquire(const PlanKey& key) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-        if (it->key == key) {
-          Plan plan = *it;
-          idle_.erase(it);
-          return plan;
-        }
-      }
-    }
-    return create(key);  // outside the lock: planning takes a while
-  }
-
-  void release(const Plan& plan) {
-    std::vector<cufftHandle> evicted;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      idle_.push_front(plan);
-      while (idle_.size() > kCapacity) {
-        evicted.push_back(idle_.back().handle);
-        idle_.pop_back();
-      }
-    }
-    for (cufftHandle h : evicted) cufftDestroy(h);
-  }
-
- private:
-  static Plan create(const PlanKey& key) {
-    Plan plan{key, 0, 0};
-    cufft_check(cufftCreate(&plan.handle), "cufftCreate", key);
-    try {
-      // Work areas come from torch's caching allocator on every call.
-      cufft_check(cufftSetAutoAllocation(plan.handle, 0), "cufftSetAutoAllocation", key);
-      const bool to_freq = key.type == FftType::kR2C || key.type == FftType::kD2Z;
-      long long n = key.n, half = key.n / 2 + 1;
-      long long in_embed = to_freq ? n : half, out_embed = to_freq ? half : n;
-      const cufftType type = key.type == FftType::kR2C   ? CUFFT_R2C
-                             : key.type == FftType::kC2R ? CUFFT_C2R
-                             : key.type == FftType::kD2Z ? CUFFT_D2Z
-                                                         : CUFFT_Z2D;
-      size_t work = 0;
-      cufft_check(cufftMakePlanMany64(plan.handle, 1, &n, &in_embed, key.batch, 1, &out_embed, key.batch, 1, type,
-                                      key.batch, &work),
-                  "cufftMakePlanMany64", key);
-      plan.work_bytes = work;
-    } catch (...) {
-      cufftDestroy(plan.handle);
-      throw;
-    }
-    return plan;
-  }
-
-  std::mutex mu_;
-  std::list<Plan> idle_;  // most recently released first
-};
-
-PlanPool& plan_pool() {
-  static PlanPool* pool = new PlanPool();  // never destroyed: plans may outlive CUDA at exit
-  return *pool;
-}
-
-class PlanLease {
- public:
-  explicit PlanLease(const PlanKey& key) : plan_(plan_pool().acquire(key)) {}
-  ~PlanLease() { plan_pool().release(plan_); }
-  PlanLease(const PlanLease&) = delete;
-  PlanLease& operator=(const PlanLease&) = delete;
-  const Plan& plan() const { return plan_; }
-
- private:
-  Plan plan_;
-};
 
 // ------------------------------------------------------------------ resources
 class TorchResources final : public tmm::cuda::Resources {
@@ -243,17 +109,7 @@ at::Tensor causal_toeplitz_cuda(const at::Tensor& x, const at::Tensor& weight,
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const auto algo = requested_algorithm();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_cuda", [&] {
-    kernels::ToeplitzForwardParams<typename storage<scalar_t>::type> p;
-    p.shape = s;
-    p.x = raw<scalar_t>(x);
-    copy_strides(x, p.x_stride);
-    p.weight = raw<scalar_t>(weight);
-    copy_strides(weight, p.w_stride);
-    if (bias.has_value()) {
-      p.bias = raw<scalar_t>(*bias);
-      copy_strides(*bias, p.bias_stride);
-    }
-    p.y = raw<scalar_t>(y);
+    const auto p = make_forward_params<scalar_t>(s, x, weight, bias, y);
     TorchResources res(x, stream);
     run_kernels([&] { tmm::cuda::toeplitz_forward(p, res, stream, algo); });
   });
@@ -265,7 +121,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cuda(
   const kernels::ToeplitzShape s = check_backward_args(grad_y, x, weight);
   TORCH_CHECK(x.is_cuda(), "causal_toeplitz_backward: expected CUDA tensors, got x on ", x.device());
   const c10::cuda::CUDAGuard guard(x.device());
-  auto [gx, gw, gb] = empty_backward_outputs(x, s, mask);
+  // Not a structured binding: the dispatch lambda below uses gx and gw, and
+  // clang < 16 rejects capturing structured bindings (a C++20 feature).
+  at::Tensor gx, gw, gb;
+  std::tie(gx, gw, gb) = empty_backward_outputs(x, s, mask);
   const bool empty = s.B * s.L * s.C == 0;
   if (empty) {
     if (mask[0]) gx.zero_();
@@ -274,16 +133,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cuda(
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const auto algo = requested_algorithm();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_backward_cuda", [&] {
-      kernels::ToeplitzBackwardParams<typename storage<scalar_t>::type> p;
-      p.shape = s;
-      p.grad_y = raw<scalar_t>(grad_y);
-      copy_strides(grad_y, p.gy_stride);
-      p.x = raw<scalar_t>(x);
-      copy_strides(x, p.x_stride);
-      p.weight = raw<scalar_t>(weight);
-      copy_strides(weight, p.w_stride);
-      p.grad_x = mask[0] ? raw<scalar_t>(gx) : nullptr;
-      p.grad_weight = mask[1] ? raw<scalar_t>(gw) : nullptr;
+      const auto p = make_backward_params<scalar_t>(s, grad_y, x, weight, mask[0] ? &gx : nullptr,
+                                                     mask[1] ? &gw : nullptr);
       TorchResources res(x, stream);
       run_kernels([&] { tmm::cuda::toeplitz_backward(p, res, stream, algo); });
     });
