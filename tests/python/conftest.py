@@ -7,8 +7,14 @@ the tolerance only has to cover float32 arithmetic inside the op plus the final
 rounding to the output dtype.
 """
 
+import importlib.util
+import os
+from pathlib import Path
+
 import pytest
 import torch
+
+REPO = Path(__file__).resolve().parents[2]
 
 # max|actual - expected| / max|expected|, per result dtype.
 TOLERANCE = {
@@ -63,3 +69,23 @@ def restore_threads():
     n = torch.get_num_threads()
     yield
     torch.set_num_threads(n)
+
+
+def load_script(name):
+    """scripts/<name>.py as a module. The scripts set OMP_WAIT_POLICY when
+    imported; the environment is put back as it was."""
+    before = os.environ.get("OMP_WAIT_POLICY")
+    spec = importlib.util.spec_from_file_location(f"{name}_script", REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if before is None:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+    else:
+        os.environ["OMP_WAIT_POLICY"] = before
+    return module
+
+
+@pytest.fixture(scope="module")
+def compare():
+    """scripts/compare.py as a module."""
+    return load_script("compare")

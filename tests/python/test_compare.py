@@ -1,7 +1,6 @@
 """scripts/compare.py and tmm.train: a smoke run of the comparison on the tiny
 configs (every output file exists and parses), and the training loop's
 numerical guard."""
-import importlib.util
 import json
 import math
 import os
@@ -16,21 +15,6 @@ from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["tmm", "transformer", "hyena", "mamba2"]
-
-
-@pytest.fixture(scope="module")
-def compare():
-    """scripts/compare.py as a module (it sets OMP_WAIT_POLICY when imported;
-    put the environment back as it was)."""
-    before = os.environ.get("OMP_WAIT_POLICY")
-    spec = importlib.util.spec_from_file_location("compare_script", REPO / "scripts" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if before is None:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-    else:
-        os.environ["OMP_WAIT_POLICY"] = before
-    return module
 
 
 @pytest.mark.timeout(120)

@@ -1,10 +1,8 @@
 """A 20-step smoke run of scripts/compare.py for every architecture on every
 task (copy, mqar, lm), on the tiny configs: every run finishes with finite
 numbers, and the lm run logs bits per byte from its held-out split."""
-import importlib.util
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -13,19 +11,6 @@ import tmm.tasks
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["tmm", "transformer", "hyena", "mamba2"]
-
-
-@pytest.fixture(scope="module")
-def compare():
-    before = os.environ.get("OMP_WAIT_POLICY")
-    spec = importlib.util.spec_from_file_location("compare_script_tasks", REPO / "scripts" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if before is None:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-    else:
-        os.environ["OMP_WAIT_POLICY"] = before
-    return module
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,8 @@
 naming the step and the FIRST non-finite tensor (the loss, a gradient by
 parameter name, or a parameter after the optimizer step); on by default,
 off with nan_guard=False / compare.py --no-nan-guard."""
-import importlib.util
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -112,19 +110,6 @@ def test_guard_off_trains_through(task):
     res = train(model, task, tcfg(nan_guard=False))
     assert res.steps == 6 and all(math.isfinite(x) for x in res.losses[:3])
     assert not math.isfinite(res.losses[-1])  # the NaN spread into the weights, unchecked
-
-
-@pytest.fixture(scope="module")
-def compare():
-    before = os.environ.get("OMP_WAIT_POLICY")
-    spec = importlib.util.spec_from_file_location("compare_script_guards", REPO / "scripts" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if before is None:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-    else:
-        os.environ["OMP_WAIT_POLICY"] = before
-    return module
 
 
 @pytest.mark.timeout(120)

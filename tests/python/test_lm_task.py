@@ -4,7 +4,6 @@ determinism, bits per byte, file formats, the default corpus."""
 import json
 import math
 
-import numpy as np
 import pytest
 import torch
 

@@ -1,9 +1,7 @@
 """Training checkpoints and resume (tmm.checkpointing, tmm.train,
 scripts/compare.py --resume): an interrupted run continued from its
 checkpoint is bitwise the uninterrupted one on the CPU."""
-import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -106,21 +104,6 @@ def test_resume_refuses_other_settings_or_model(tmp_path, restore_threads):
         checkpointing.latest(ckpt)
     with pytest.raises(ValueError, match="checkpoint_every=1 needs checkpoint_dir"):
         train(tiny_model("tmm", task), task, tcfg(steps=2, checkpoint_every=1))
-
-
-@pytest.fixture(scope="module")
-def compare():
-    """scripts/compare.py as a module (it sets OMP_WAIT_POLICY when imported;
-    put the environment back as it was)."""
-    before = os.environ.get("OMP_WAIT_POLICY")
-    spec = importlib.util.spec_from_file_location("compare_script_resume", REPO / "scripts" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if before is None:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-    else:
-        os.environ["OMP_WAIT_POLICY"] = before
-    return module
 
 
 def compare_argv(out, *extra):

@@ -1,13 +1,13 @@
 """Information extraction and capacity (tmm.retention, scripts/retention.py):
 what is frozen stays frozen, the bottleneck is the only path, and a smoke
 run of the script writes its report."""
-import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
+
+from conftest import load_script
 
 import tmm.models
 import tmm.tasks
@@ -87,14 +87,7 @@ def test_only_the_chosen_state_reaches_the_decoder(restore_threads):
 
 @pytest.mark.timeout(240)
 def test_retention_script_smoke(corpus, tmp_path, restore_threads, capsys):
-    before = os.environ.get("OMP_WAIT_POLICY")
-    spec = importlib.util.spec_from_file_location("retention_script", REPO / "scripts" / "retention.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    if before is None:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-    else:
-        os.environ["OMP_WAIT_POLICY"] = before
+    script = load_script("retention")
     configs = ",".join(str(REPO / "models" / f"{a}-tiny.json") for a in TINY)
     out = tmp_path / "ret"
     argv = ["--configs", configs, "--corpus", str(corpus), "--task-option", "section_bytes=512", "--n", "16", "--pretrain-steps", "4", "--steps", "4",
