@@ -63,6 +63,14 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy():
     assert m.generate([1, 2, 3], 20, temperature=1.5, top_p=1e-9, seed=9)["tokens"] == greedy
 
 
+def test_prompts_as_tensors():
+    m = _model("tmm")
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    expected = m.generate([[1, 2, 3], [4, 5, 6]], 5, temperature=0)["tokens"]
+    assert m.generate(ids, 5, temperature=0)["tokens"] == expected
+    assert m.generate(ids[1], 5, temperature=0)["tokens"] == expected[1]
+
+
 def test_stop_tokens_and_callback():
     m = _model("tmm")
     greedy = m.generate([1, 2, 3], 10, temperature=0)["tokens"]

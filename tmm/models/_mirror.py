@@ -238,6 +238,8 @@ class LanguageModel(CppNode):
         prefill_seconds, step_seconds. on_tokens(list) is called after each
         round with each sequence's new token (-1: none); return False to stop."""
         self._check_tensors()
+        if hasattr(prompts, "tolist"):  # a tensor or array of ids: 1-D one prompt, 2-D a batch
+            prompts = prompts.tolist()
         single = len(prompts) > 0 and not isinstance(prompts[0], (list, tuple))
         batch = [list(map(int, prompts))] if single else [list(map(int, p)) for p in prompts]
         out = self._cpp_root.generate(batch, int(max_new_tokens), float(temperature), int(top_k), float(top_p),
