@@ -14,7 +14,6 @@ Timings go through the C++ generator (tmm/models/generation.h), which times
 the prefill and every step itself.
 """
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -29,6 +28,7 @@ import torch  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 import tmm.models as M  # noqa: E402
+from tmm.files import atomic_savefig, atomic_write_json, atomic_write_text  # noqa: E402
 from tmm.train import ProgressBar  # noqa: E402
 
 ARCH_EXTRA = {"tmm": {}, "transformer": {"n_heads": 8}, "hyena": {}, "mamba2": {}}
@@ -86,12 +86,6 @@ def time_context(model, method, context, steps, rng):
     return out["prefill_seconds"], statistics.median(out["step_seconds"])
 
 
-def atomic_write(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def plot(results, path):
     import matplotlib
 
@@ -112,9 +106,7 @@ def plot(results, path):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    atomic_savefig(fig, path)
 
 
 def main(argv=None):
@@ -168,8 +160,8 @@ def main(argv=None):
     results["targets"] = targets(results)
     text = tables(results)
     print(text)
-    atomic_write(out / "results.json", json.dumps(results, indent=2))
-    atomic_write(out / "table.md", text)
+    atomic_write_json(out / "results.json", results)
+    atomic_write_text(out / "table.md", text)
     plot({**results, "latency": {tuple(k.split("/")): [r for r in v if "step_s" in r]
                                  for k, v in results["latency"].items()}}, out / "latency.png")
     print(f"\nwrote {out}/results.json, table.md, latency.png")

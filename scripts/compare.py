@@ -105,6 +105,7 @@ import torch  # noqa: E402
 
 import tmm.models  # noqa: E402
 from tmm import checkpointing  # noqa: E402
+from tmm.files import atomic_savefig, atomic_write_json, atomic_write_text  # noqa: E402
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train  # noqa: E402
 
 DEFAULT_ARCHS = "tmm,transformer,hyena,mamba2"
@@ -207,17 +208,6 @@ def task_options(args):
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def atomic_write_text(path, text):
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path, obj):
-    atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def check_resumable(saved_args, args):
@@ -528,10 +518,8 @@ def write_plots(out, runs, task):
             ax.grid(True, alpha=0.3)
         ax_acc.legend(loc="best", fontsize=8)
         fig.tight_layout()
-        tmp = out / f".{fname}.tmp{os.getpid()}"
-        fig.savefig(tmp, format="png", dpi=110)
+        atomic_savefig(fig, out / fname)
         plt.close(fig)
-        os.replace(tmp, out / fname)
     return True
 
 

@@ -12,7 +12,6 @@ running this once ahead of time only moves that moment. With
 """
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import tmm.tasks  # noqa: E402
+from tmm.files import atomic_write_text  # noqa: E402
 from tmm.tasks.text import default_corpus  # noqa: E402
 
 
@@ -51,9 +51,7 @@ def main(argv=None):
           f"held-out {task.eval_bytes / len(task.eval_ids):.3f}; {time.monotonic() - t0:.1f} s")
     if args.save_tokenizer:
         path = Path(args.save_tokenizer)
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(task.tokenizer.to_json()))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(task.tokenizer.to_json()))
         print(f"tokenizer written to {path}")
     return 0
 

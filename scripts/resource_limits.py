@@ -120,6 +120,7 @@ def main(argv=None):
         arch, mode, length, limit = args.child
         return child(arch, mode, int(length), float(limit))
     sys.path.insert(0, str(REPO))
+    from tmm.files import atomic_write_json, atomic_write_text
     from tmm.train import ProgressBar
 
     rows = []
@@ -142,12 +143,9 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     text = table(rows, args)
     print(text)
-    for name, content in (("results.json", json.dumps({"config": {k: v for k, v in vars(args).items()
-                                                                   if k != "child"}, "rows": rows}, indent=2)),
-                          ("table.md", text)):
-        tmp = out / (name + ".tmp")
-        tmp.write_text(content)
-        os.replace(tmp, out / name)
+    atomic_write_json(out / "results.json", {"config": {k: v for k, v in vars(args).items() if k != "child"},
+                                             "rows": rows})
+    atomic_write_text(out / "table.md", text)
     print(f"\nwrote {out}/results.json, table.md")
 
 

@@ -51,6 +51,7 @@ import torch  # noqa: E402
 
 import tmm.models  # noqa: E402
 import tmm.tasks  # noqa: E402
+from tmm.files import atomic_savefig, atomic_write_text  # noqa: E402
 from tmm.retention import Autoencoder, RegenerateTask, position_accuracy  # noqa: E402
 from tmm.train import NonFiniteError, TrainConfig, train  # noqa: E402
 
@@ -102,13 +103,6 @@ def parse_args(argv=None):
         encoders[arch] = path
     args.encoder = encoders
     return args
-
-
-def atomic_write_text(path, text):
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def read_config(name, task):
@@ -261,10 +255,8 @@ def write_plots(out, results, modes):
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
         fig.tight_layout()
-        tmp = out / f".{fname}.tmp{os.getpid()}"
-        fig.savefig(tmp, format="png", dpi=100)
+        atomic_savefig(fig, out / fname, dpi=100)
         plt.close(fig)
-        os.replace(tmp, out / fname)
     return True
 
 

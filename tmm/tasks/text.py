@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import atomic_write_text
+
 __all__ = [
     "default_corpus", "read_documents", "ByteTokenizer", "BPETokenizer", "train_bpe", "make_tokenizer",
 ]
@@ -42,13 +44,6 @@ CORPUS_SUFFIXES = (".txt", ".text", ".md", ".jsonl", ".parquet")
 
 def cache_dir() -> Path:
     return Path(os.environ.get("TMM_CACHE") or Path.home() / ".cache" / "tmm")
-
-
-def _atomic_write_bytes(path: Path, data: bytes):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def kjv_to_text(raw: str) -> str:
@@ -90,7 +85,7 @@ def default_corpus() -> Path:
     text = kjv_to_text(raw)
     if len(text) < 1_000_000:  # the whole Bible is ~4 MB: anything much shorter is a broken install
         raise RuntimeError(f"default corpus: `bible {BIBLE_RANGE}` gave only {len(text)} characters (expected ~4 MB)")
-    _atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_text(path, text)
     return path
 
 
