@@ -232,27 +232,45 @@ Mamba2MixerImpl::Mamba2MixerImpl(const Mamba2Config& c) : config(c) {
   out_proj->weight.div_(std::sqrt(static_cast<double>((c.d_intermediate > 0 ? 2 : 1) * c.n_layers)));
 }
 
+namespace {
+
+// The scan's operands from the conv output (x, B, C) and the raw dt, in at
+// least float32 (float64 stays float64): shared by forward and decode.
+struct ScanInputs {
+  at::ScalarType dtype;
+  at::Tensor x, B, C, dt, A;  // batch x L x H x P, batch x L x G x N (twice), batch x L x H, H
+};
+
+ScanInputs scan_inputs(const Mamba2Config& c, const std::vector<at::Tensor>& xbc, const at::Tensor& dt_raw,
+                       const at::Tensor& dt_bias, const at::Tensor& A_log, at::ScalarType input_dtype) {
+  const int64_t bsz = dt_raw.size(0), L = dt_raw.size(1);
+  const auto ct = at::promote_types(input_dtype, at::kFloat);
+  return {ct,
+          xbc[0].to(ct).reshape({bsz, L, c.nheads(), c.headdim}),
+          xbc[1].to(ct).reshape({bsz, L, c.ngroups, c.d_state}),
+          xbc[2].to(ct).reshape({bsz, L, c.ngroups, c.d_state}),
+          at::softplus(dt_raw.to(ct) + dt_bias.to(ct)),
+          -at::exp(A_log.to(ct))};
+}
+
+}  // namespace
+
 at::Tensor Mamba2MixerImpl::forward(const at::Tensor& u) {  // batch x L x d
   const Mamba2Config& c = config;
   TORCH_CHECK(u.dim() == 3 && u.size(2) == c.d_model, "Mamba2Mixer: expected batch x L x ", c.d_model, ", got ",
               u.sizes());
   const int64_t bsz = u.size(0), L = u.size(1);
-  const int64_t di = c.d_inner(), H = c.nheads(), P = c.headdim, G = c.ngroups, N = c.d_state, GN = G * N;
+  const int64_t di = c.d_inner(), H = c.nheads(), GN = c.ngroups * c.d_state;
 
   const auto parts = in_proj(u).split_with_sizes({di, di + 2 * GN, H}, -1);  // z, xBC, dt
   const at::Tensor xBC = at::silu(mamba2::causal_depthwise_conv1d(parts[1], conv1d->weight, conv1d->bias));
   const auto xbc = xBC.split_with_sizes({di, GN, GN}, -1);                     // x, B, C
 
   // The scan and the norm run in at least float32 (float64 stays float64).
-  const auto ct = at::promote_types(u.scalar_type(), at::kFloat);
-  const at::Tensor x = xbc[0].to(ct).reshape({bsz, L, H, P});
-  const at::Tensor Bm = xbc[1].to(ct).reshape({bsz, L, G, N});
-  const at::Tensor Cm = xbc[2].to(ct).reshape({bsz, L, G, N});
-  const at::Tensor dt = at::softplus(parts[2].to(ct) + dt_bias.to(ct));        // batch x L x H
-  const at::Tensor A = -at::exp(A_log.to(ct));                                  // H
-
-  const at::Tensor y = mamba2::ssd_chunked(x, dt, A, Bm, Cm, c.chunk_size) + x * D.to(ct).unsqueeze(-1);
-  const at::Tensor gated = norm(y.reshape({bsz, L, di}), parts[0].to(ct));      // batch x L x d_inner
+  const ScanInputs in = scan_inputs(c, xbc, parts[2], dt_bias, A_log, u.scalar_type());
+  const at::Tensor y =
+      mamba2::ssd_chunked(in.x, in.dt, in.A, in.B, in.C, c.chunk_size) + in.x * D.to(in.dtype).unsqueeze(-1);
+  const at::Tensor gated = norm(y.reshape({bsz, L, di}), parts[0].to(in.dtype));  // batch x L x d_inner
   return out_proj(gated.to(u.scalar_type()));
 }
 
@@ -280,12 +298,9 @@ at::Tensor Mamba2MixerImpl::decode(const at::Tensor& u, Mamba2MixerDecodeState& 
   const at::Tensor conv = mamba2::causal_depthwise_conv1d(window, conv1d->weight, conv1d->bias).narrow(1, K - 1, L);
   const auto xbc = at::silu(conv).split_with_sizes({di, GN, GN}, -1);         // x, B, C
 
-  const auto ct = at::promote_types(u.scalar_type(), at::kFloat);
-  const at::Tensor x = xbc[0].to(ct).reshape({bsz, L, H, P});
-  const at::Tensor Bm = xbc[1].to(ct).reshape({bsz, L, G, N});
-  const at::Tensor Cm = xbc[2].to(ct).reshape({bsz, L, G, N});
-  const at::Tensor dt = at::softplus(parts[2].to(ct) + dt_bias.to(ct));        // batch x L x H
-  const at::Tensor A = -at::exp(A_log.to(ct));                                  // H
+  const ScanInputs in = scan_inputs(c, xbc, parts[2], dt_bias, A_log, u.scalar_type());
+  const at::Tensor &x = in.x, &Bm = in.B, &Cm = in.C, &dt = in.dt, &A = in.A;
+  const auto ct = in.dtype;
 
   at::Tensor y;
   if (position == 0) {
