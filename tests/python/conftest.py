@@ -71,6 +71,13 @@ def restore_threads():
     torch.set_num_threads(n)
 
 
+@pytest.fixture
+def one_thread(restore_threads):
+    """Tiny models gain nothing from threads, and on a loaded 2-core machine
+    OpenMP's spinning workers make each call ~100x slower."""
+    torch.set_num_threads(1)
+
+
 def load_script(name):
     """scripts/<name>.py as a module. The scripts set OMP_WAIT_POLICY when
     imported; the environment is put back as it was."""

@@ -29,20 +29,14 @@ B, L = 2, 16
 STEPS = 20
 TOL = 1e-5  # max|C++ - Python| / max|Python|, float32
 
-pytestmark = pytest.mark.skipif(
-    not (TOOL.is_file() and os.access(TOOL, os.X_OK)),
-    reason=f"the C++ checkpoint tool {TOOL} is not built "
-    "(cmake --build build --target tmm_checkpoint_tool, or set TMM_CHECKPOINT_TOOL)",
-)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny models gain nothing from threads (see test_models.py).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = [
+    pytest.mark.skipif(
+        not (TOOL.is_file() and os.access(TOOL, os.X_OK)),
+        reason=f"the C++ checkpoint tool {TOOL} is not built "
+        "(cmake --build build --target tmm_checkpoint_tool, or set TMM_CHECKPOINT_TOOL)",
+    ),
+    pytest.mark.usefixtures("one_thread"),
+]
 
 
 @pytest.fixture(params=TINY)

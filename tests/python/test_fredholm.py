@@ -19,9 +19,7 @@ from tmm.analysis import analyse_model, plot_symbols, symbol, to_jsonable, windi
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(restore_threads):
-    torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def unit(k, n=16):

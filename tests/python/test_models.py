@@ -25,14 +25,7 @@ TINY = sorted(p.stem for p in MODELS.glob("*-tiny.json"))
 B, L = 2, 16
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny models gain nothing from threads, and on a loaded 2-core machine
-    # OpenMP's spinning workers make each call ~100x slower.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(params=TINY)

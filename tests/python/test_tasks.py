@@ -14,9 +14,7 @@ import tmm.tasks as tasks
 IGNORE = tasks.IGNORE_INDEX
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(restore_threads):
-    torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def gen(seed=0):
