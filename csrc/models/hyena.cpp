@@ -243,8 +243,7 @@ struct HyenaDecodeState : DecodeState {
 }  // namespace
 
 DecodeMethod Hyena::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
-  if (requested != DecodeMethod::Auto) return requested;
-  return capacity >= kFastDecodeMinCapacity ? DecodeMethod::Fast : DecodeMethod::Cached;
+  return long_conv_decode_method(requested, capacity);
 }
 
 std::unique_ptr<DecodeState> Hyena::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {

@@ -20,10 +20,17 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "tmm/models/decoding.h"
+
 namespace tmm::models {
 
-// Auto picks fast from this capacity on (scripts/bench_decode.py measures where it wins).
-constexpr int64_t kFastDecodeMinCapacity = 1024;
+// What Auto means for a long-convolution model (TMM, Hyena): fast from a
+// capacity of 1024 on, cached below (scripts/bench_decode.py measures where
+// fast wins); other methods are kept.
+inline DecodeMethod long_conv_decode_method(DecodeMethod requested, int64_t capacity) {
+  if (requested != DecodeMethod::Auto) return requested;
+  return capacity >= 1024 ? DecodeMethod::Fast : DecodeMethod::Cached;
+}
 
 // y[b,t,g,:] = sum_{s<=t} M[g,t,s] x[b,s,g,:] + bias[g,t] for the first L
 // rows and columns of the G x N x N matrix M (its upper triangle ignored).

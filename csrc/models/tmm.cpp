@@ -185,8 +185,7 @@ DecodeMethod TMM::resolve_decode_method(DecodeMethod requested, int64_t capacity
                 "decode method \"fast\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
     return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
   }
-  if (requested != DecodeMethod::Auto) return requested;
-  return capacity >= kFastDecodeMinCapacity ? DecodeMethod::Fast : DecodeMethod::Cached;
+  return long_conv_decode_method(requested, capacity);
 }
 
 std::unique_ptr<DecodeState> TMM::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
