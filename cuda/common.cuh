@@ -28,7 +28,7 @@
 #define TMM_UNROLL_4
 #endif
 
-#include "kernels/half_types.h"
+#include "params/half_types.h"
 
 namespace tmm::cuda {
 

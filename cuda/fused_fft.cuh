@@ -31,7 +31,7 @@
 #pragma once
 
 #include "common.cuh"
-#include "kernels/toeplitz_params.h"
+#include "params/toeplitz_params.h"
 
 namespace tmm::cuda {
 

@@ -14,8 +14,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/half_types.h"
-#include "kernels/toeplitz_params.h"
+#include "params/half_types.h"
+#include "params/toeplitz_params.h"
 
 namespace tmm::cuda {
 

@@ -9,7 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
 
-#include "kernels/toeplitz_params.h"
+#include "params/toeplitz_params.h"
 
 namespace tmm::detail {
 

@@ -9,8 +9,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
-#include "kernels/half_types.h"
-#include "kernels/toeplitz_params.h"
+#include "params/half_types.h"
+#include "params/toeplitz_params.h"
 
 namespace tmm::detail {
 
