@@ -5,11 +5,10 @@
 // all threads, each plan leased to one caller at a time
 // (cufft_plan_pool_cuda.h).
 //
-// TMM_CUDA_ALGORITHM=auto|cufft|fused (read on every call) forces a path,
-// for tests and for measuring the crossover; fused falls back to cuFFT where
-// it does not apply (double, long L, wide taps).
-#include <cstdlib>
-#include <cstring>
+// tmm::ops::path() (<tmm/ops/path.h>, read on every call) forces a path, for
+// tests and for measuring the crossover: cufft or fused; fused runs auto's
+// choice (cuFFT) where it does not apply (double, long L, wide taps), and the
+// CPU's paths (direct, fft) run auto's choice here.
 #include <exception>
 #include <tuple>
 #include <vector>
@@ -24,8 +23,9 @@
 #include "cuda/toeplitz_cuda.h"
 #include "ops/checks.h"
 #include "ops/cufft_plan_pool_cuda.h"
-#include "ops/glue.h"
-#include "ops/kernel_args.h"
+#include "ops/backward_outputs.h"
+#include "ops/params_from_tensors.h"
+#include "tmm/ops/path.h"
 
 namespace tmm::detail {
 namespace {
@@ -33,11 +33,11 @@ namespace {
 using tmm::cuda::FftType;
 
 tmm::cuda::Algorithm requested_algorithm() {
-  const char* v = std::getenv("TMM_CUDA_ALGORITHM");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return tmm::cuda::Algorithm::kAuto;
-  if (std::strcmp(v, "cufft") == 0) return tmm::cuda::Algorithm::kCufft;
-  if (std::strcmp(v, "fused") == 0) return tmm::cuda::Algorithm::kFused;
-  TORCH_CHECK(false, "causal_toeplitz: TMM_CUDA_ALGORITHM must be auto, cufft or fused, got '", v, "'");
+  switch (ops::path()) {
+    case ops::Path::kCufft: return tmm::cuda::Algorithm::kCufft;
+    case ops::Path::kFused: return tmm::cuda::Algorithm::kFused;
+    default: return tmm::cuda::Algorithm::kAuto;
+  }
 }
 
 // ------------------------------------------------------------------ resources

@@ -6,33 +6,17 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <map>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "ops/cpu_algorithm.h"
 #include "python/bindings.h"
 #include "tmm/io/safetensors.h"
+#include "tmm/ops/cpu_capability.h"
+#include "tmm/ops/path.h"
 #include "tmm/version.h"
 
 namespace {
-
-void set_cpu_algorithm(const std::string& name) {
-  using tmm::cpu::Algorithm;
-  if (name == "auto") tmm::detail::set_cpu_algorithm(Algorithm::kAuto);
-  else if (name == "direct") tmm::detail::set_cpu_algorithm(Algorithm::kDirect);
-  else if (name == "fft") tmm::detail::set_cpu_algorithm(Algorithm::kFft);
-  else throw std::invalid_argument("cpu algorithm: expected 'auto', 'direct' or 'fft', got '" + name + "'");
-}
-
-std::string cpu_algorithm() {
-  switch (tmm::detail::cpu_algorithm()) {
-    case tmm::cpu::Algorithm::kDirect: return "direct";
-    case tmm::cpu::Algorithm::kFft: return "fft";
-    default: return "auto";
-  }
-}
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 using StringMap = std::map<std::string, std::string>;
@@ -53,9 +37,16 @@ PYBIND11_MODULE(_C, m) {
   m.attr("__version__") = TMM_VERSION;
   m.attr("torch_version") = TMM_TORCH_VERSION;
   m.attr("with_cuda") = bool(TMM_WITH_CUDA);
-  m.attr("direct_crossover_length") = tmm::cpu::direct_crossover_length();
-  m.def("_set_cpu_algorithm", &set_cpu_algorithm, "Force the CPU path: 'auto', 'direct' or 'fft'");
-  m.def("_cpu_algorithm", &cpu_algorithm, "The forced CPU path ('auto' unless set)");
+  m.attr("direct_crossover_length") = tmm::ops::direct_crossover_length();
+  // The kernel path (<tmm/ops/path.h>); a bad name raises ValueError
+  // (std::invalid_argument).
+  m.def("_set_path", [](const std::string& name) { tmm::ops::set_path(tmm::ops::parse_path(name)); },
+        py::arg("name"), "Set the process-wide kernel path: auto, direct, fft, cufft or fused");
+  m.def("_path", [] { return std::string(tmm::ops::path_name(tmm::ops::path())); },
+        "The process-wide kernel path's name");
+  m.def("_cpu_capability", &tmm::ops::cpu_capability, "The instruction set the CPU kernels run with");
+  m.def("_cpu_capabilities", &tmm::ops::cpu_capabilities,
+        "The CPU capabilities this build has and this CPU supports, best first");
   // File I/O runs without the GIL; the tensors are converted before and after.
   m.def("_save_safetensors", &save_safetensors, py::arg("path"), py::arg("tensors"), py::arg("metadata"),
         py::call_guard<py::gil_scoped_release>(), "Write [(name, tensor)] and a string map atomically");

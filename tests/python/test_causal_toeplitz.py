@@ -123,17 +123,17 @@ def test_autograd_matches_reference(shape, dtype, bias, assert_close):
 def test_forced_cpu_algorithm_matches_reference(shape, dtype, algorithm, assert_close):
     """Both CPU paths on every shape, whatever length auto would pick them for."""
     x, w, b = make_inputs(*shape, dtype=dtype)
-    with tmm.ops.cpu_algorithm(algorithm):
+    with tmm.ops.path(algorithm):
         check_forward(x, w, b, assert_close)
         check_autograd(x, w, b, assert_close)
-    assert tmm._C._cpu_algorithm() == "auto"
+    assert tmm.ops.get_path() == "auto"
 
 
 @pytest.mark.parametrize("algorithm", ["direct", "fft"])
 @pytest.mark.parametrize("B,L", [(0, 5), (2, 0), (2, 1)])
 def test_forced_cpu_algorithm_edge_sizes(B, L, algorithm, assert_close):
     x, w, b = make_inputs(B, L, 6, 2, 3, L + 3, dtype=torch.float64)
-    with tmm.ops.cpu_algorithm(algorithm):
+    with tmm.ops.path(algorithm):
         check_forward(x, w, b, assert_close)
         check_autograd(x, w, b, assert_close)
 
@@ -175,10 +175,11 @@ def test_long_sequences(L, N, dtype, assert_close):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("K", [1, 3])
 def test_short_sequences(K, dtype, assert_close):
-    """L = 16: the direct path."""
+    """L = 16, forced onto the direct path (auto would take FFT for K = 3)."""
     x, w, b = make_inputs(4, 16, 12, 3, K, 16, dtype=dtype)
-    check_forward(x, w, b, assert_close)
-    check_autograd(x, w, b, assert_close)
+    with tmm.ops.path("direct"):
+        check_forward(x, w, b, assert_close)
+        check_autograd(x, w, b, assert_close)
 
 
 def test_python_api_matches_torch_ops():
@@ -378,14 +379,15 @@ def test_compile_python_api_no_bias():
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
-@pytest.mark.parametrize("L", [16, 1000], ids=["direct", "fft"])
-def test_thread_count_independent(L, dtype, restore_threads):
+@pytest.mark.parametrize("path,L", [("direct", 16), ("fft", 1000)], ids=["direct", "fft"])
+def test_thread_count_independent(path, L, dtype, restore_threads):
     x, w, b = make_inputs(3, L, 8, 2, 3, L, dtype=dtype)
     gy = torch.randn(3, L, 8, dtype=dtype)
     results = []
     for n in (1, 2):
         torch.set_num_threads(n)
-        results.append((op(x, w, b),) + tuple(op_bwd(gy, x, w, [True, True, True])))
+        with tmm.ops.path(path):
+            results.append((op(x, w, b),) + tuple(op_bwd(gy, x, w, [True, True, True])))
     tol = 1e-13 if dtype == torch.float64 else 1e-6
     for name, r1, r2 in zip(("y", "grad_x", "grad_weight", "grad_bias"), *results):
         scale = max(r1.abs().max().item(), 1e-30)
