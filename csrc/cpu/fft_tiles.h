@@ -1,0 +1,257 @@
+// FFT path of the CPU causal-Toeplitz kernels: the tile machinery shared by
+// the forward (toeplitz_fft_forward.cpp) and the backward
+// (toeplitz_fft_backward.cpp).
+//
+// A causal convolution of length L equals a circular one of size
+// n = max(4, next_pow2(2L-1)) on zero-padded inputs. A tile of 2P = 32
+// adjacent channels is packed into P complex lanes (column j as the real
+// part, column P+j as the imaginary part), so one complex FFT transforms two
+// real channels. The pair of frequencies (k, n-k) separates the two real
+// spectra:
+//   X_a[k] = (Z[k] + conj Z[n-k]) / 2,   X_b[k] = (Z[k] - conj Z[n-k]) / 2i
+// and Y_a + i Y_b recombines two real outputs into one inverse transform.
+// Per tile: load + transform, product with the group's spectra, inverse
+// transform, bias, store; nothing of size B x n x C is ever materialised.
+//
+// Forward:      Y_c  = sum_i W_{g,i} X_{c-(K-1)+i}
+// grad_x:       GX_c = sum_i conj(W_{g,i}) GY_{c+(K-1)-i}       (same group)
+// grad_weight:  GW_{g,i} = sum_{b, c in g} GY_c conj(X_{c-(K-1)+i}),
+//               reduced in the frequency domain, then one inverse per (g,i).
+//
+// A tile whose outputs share one spectrum (K = 1, one group) skips the
+// separation: Y = W Z works on the packed lanes directly.
+#pragma once
+
+#include "cpu/isa_variant.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "cpu/channel_tiles.h"
+#include "cpu/fft.h"
+#include "cpu/toeplitz_cpu.h"
+
+namespace tmm::cpu::TMM_CPU_CAPABILITY {
+
+constexpr int64_t kLanes = 16;           // complex lanes per tile
+constexpr int64_t kCols = 2 * kLanes;    // channels per tile
+static_assert(kCols > 2 * (kMaxTileTaps - 1), "tiles must keep most columns for outputs");
+
+// Circular size for a causal convolution of length L: n >= 2L - 1, so the
+// zero padding fills at least the upper half (forward_padded's contract).
+inline int64_t conv_size(int64_t L) { return std::max<int64_t>(4, next_pow2(2 * L - 1)); }
+
+// Visits the frequency pairs (k, n-k) for k in [0, n/2] as buffer rows.
+template <class R, class F>
+void for_each_pair(const LaneFft<R>& fft, F&& f) {
+  const int64_t n = fft.size();
+  for (int64_t k = 0; k <= n / 2; ++k) f(k, fft.row_of(k), fft.row_of((n - k) & (n - 1)));
+}
+
+// A tile's transform buffer: n rows of kLanes complex values.
+template <class R>
+struct TileBuffer {
+  int64_t n;
+  std::vector<R> re, im;
+  explicit TileBuffer(int64_t n_) : n(n_), re(n_ * kLanes), im(n_ * kLanes) {}
+
+  // Loads kCols columns of src[b] from channel c0 on; rows [L, n) are zero
+  // (those past n/2 implicitly, see LaneFft::forward_padded).
+  template <class T>
+  void load(const T* src, const int64_t* stride, int64_t b, const ToeplitzShape& s, int64_t c0) {
+    load_columns(src, stride, b, s.L, s.C, c0, kLanes, re.data(), kLanes);
+    load_columns(src, stride, b, s.L, s.C, c0 + kLanes, kLanes, im.data(), kLanes);
+    std::fill(re.begin() + s.L * kLanes, re.begin() + n / 2 * kLanes, R(0));
+    std::fill(im.begin() + s.L * kLanes, im.begin() + n / 2 * kLanes, R(0));
+  }
+
+  // The spectra of the kCols real columns at frequency k (rows p, q) as
+  // split arrays xr[m], xi[m].
+  void separate(int64_t p, int64_t q, R* __restrict xr, R* __restrict xi) const {
+    const R* __restrict zpr = re.data() + p * kLanes;
+    const R* __restrict zpi = im.data() + p * kLanes;
+    const R* __restrict zqr = re.data() + q * kLanes;
+    const R* __restrict zqi = im.data() + q * kLanes;
+#pragma GCC ivdep
+    for (int64_t j = 0; j < kLanes; ++j) {
+      xr[j] = R(0.5) * (zpr[j] + zqr[j]);
+      xi[j] = R(0.5) * (zpi[j] - zqi[j]);
+      xr[j + kLanes] = R(0.5) * (zpi[j] + zqi[j]);
+      xi[j + kLanes] = R(0.5) * (zqr[j] - zpr[j]);
+    }
+  }
+
+  // Writes the spectra yr[m], yi[m] of kCols real columns at rows p, q.
+  void recombine(int64_t p, int64_t q, const R* __restrict yr, const R* __restrict yi) {
+    R* __restrict zpr = re.data() + p * kLanes;
+    R* __restrict zpi = im.data() + p * kLanes;
+    R* __restrict zqr = re.data() + q * kLanes;
+    R* __restrict zqi = im.data() + q * kLanes;
+    if (p == q) {  // k = 0 or n/2: the spectrum of a real signal is real there
+#pragma GCC ivdep
+      for (int64_t j = 0; j < kLanes; ++j) {
+        zpr[j] = yr[j];
+        zpi[j] = yr[j + kLanes];
+      }
+      return;
+    }
+#pragma GCC ivdep
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const R ar = yr[j], ai = yi[j], br = yr[j + kLanes], bi = yi[j + kLanes];
+      zpr[j] = ar - bi;
+      zpi[j] = ai + br;
+      zqr[j] = ar + bi;
+      zqi[j] = br - ai;
+    }
+  }
+};
+
+// Spectra of the weight rows, k in [0, n/2]: re/im[(i*half + k)*G + g].
+template <class R>
+struct WeightSpectra {
+  int64_t half = 0, G = 0;
+  std::vector<R> re, im;
+  const R* re_at(int64_t i, int64_t k) const { return re.data() + (i * half + k) * G; }
+  const R* im_at(int64_t i, int64_t k) const { return im.data() + (i * half + k) * G; }
+};
+
+template <class T, class R>
+WeightSpectra<R> weight_spectra(const T* w, const int64_t* ws, const ToeplitzShape& s,
+                                const LaneFft<R>& fft, const ParallelFor& pf) {
+  const int64_t n = fft.size(), rows = s.G * s.K;
+  WeightSpectra<R> out;
+  out.half = n / 2 + 1;
+  out.G = s.G;
+  // kCols of padding: per-channel tiles read whole rows of kCols entries,
+  // past the last group for the last tile (its columns there hold zeros).
+  out.re.resize(out.half * rows + kCols);
+  out.im.resize(out.half * rows + kCols);
+  pf((rows + kCols - 1) / kCols, [&](int64_t begin, int64_t end) {
+    TileBuffer<R> buf(n);
+    R xr[kCols], xi[kCols];
+    for (int64_t bt = begin; bt < end; ++bt) {
+      std::fill(buf.re.begin(), buf.re.begin() + n / 2 * kLanes, R(0));
+      std::fill(buf.im.begin(), buf.im.begin() + n / 2 * kLanes, R(0));
+      const int64_t cols = std::min(kCols, rows - bt * kCols);
+      for (int64_t m = 0; m < cols; ++m) {
+        const int64_t r = bt * kCols + m;
+        const T* row = w + (r / s.K) * ws[0] + (r % s.K) * ws[1];
+        R* dst = m < kLanes ? buf.re.data() + m : buf.im.data() + m - kLanes;
+        for (int64_t t = 0; t < s.L; ++t) dst[t * kLanes] = R(kernels::to_float(row[t * ws[2]]));
+      }
+      fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
+      for_each_pair(fft, [&](int64_t k, int64_t p, int64_t q) {
+        buf.separate(p, q, xr, xi);
+        for (int64_t m = 0; m < cols; ++m) {
+          const int64_t r = bt * kCols + m, g = r / s.K, i = r % s.K;
+          out.re[(i * out.half + k) * s.G + g] = xr[m];
+          out.im[(i * out.half + k) * s.G + g] = xi[m];
+        }
+      });
+    }
+  });
+  return out;
+}
+
+// Per-tile coefficients that make the general product branch-free.
+template <class R>
+struct TileCoefs {
+  int64_t group_index[kCols];  // the column's group (0 where it has no channel)
+  R tap_mask[kMaxTileTaps][kCols];     // [i][m]: output column m uses tap i
+  R grad_x_mask[kMaxTileTaps][kCols];  // [i][m]: column m receives tap i from output column m+halo-i
+
+  // One channel per group (Hyena's filters, K = 1): column m's spectrum is
+  // row entry first(t) + m, read contiguously by per_channel_product.
+  bool per_channel;
+
+  TileCoefs(const ToeplitzShape& s, const ChannelTiles& tiles, const TileColumns& cols)
+      : per_channel(s.group_channels() == 1) {
+    for (int64_t m = 0; m < kCols; ++m) group_index[m] = std::max<int64_t>(0, cols.group[m]);
+    for (int64_t i = 0; i < s.K; ++i) {
+      for (int64_t m = 0; m < kCols; ++m) {
+        const int64_t out = m + tiles.halo - i;
+        tap_mask[i][m] = R(m >= tiles.halo && cols.group[m] >= 0 && i >= cols.first_tap[m]);
+        grad_x_mask[i][m] = R(m < tiles.step && cols.group[m] >= 0 && out < kCols && cols.group[out] == cols.group[m]);
+      }
+    }
+  }
+};
+
+// y[m] += mask[m] * W * x[m + shift] for m in [m_lo, m_hi), where W is the
+// spectrum of tap i of column m's group at frequency k (conjugated for
+// kConj), all in split complex.
+template <bool kConj, class R>
+void multiply_accumulate(const WeightSpectra<R>& W, const TileCoefs<R>& coef, int64_t i, int64_t k,
+                         const R* __restrict mask, int64_t m_lo, int64_t m_hi, int64_t shift,
+                         const R* __restrict xr, const R* __restrict xi, R* __restrict yr, R* __restrict yi) {
+  const R sign = kConj ? R(-1) : R(1);
+  const R* __restrict wr = W.re_at(i, k);
+  const R* __restrict wi = W.im_at(i, k);
+#pragma GCC ivdep
+  for (int64_t m = m_lo; m < m_hi; ++m) {
+    const R gr = wr[coef.group_index[m]] * mask[m], gi = sign * wi[coef.group_index[m]] * mask[m];
+    yr[m] += gr * xr[m + shift] - gi * xi[m + shift];
+    yi[m] += gr * xi[m + shift] + gi * xr[m + shift];
+  }
+}
+
+// Packed product for one-channel-per-group tiles (K = 1): lane j carries
+// channels j and j+16 with spectra Wa and Wb. With S = (Wa+Wb)/2 and
+// D = (Wa-Wb)/2 the product of both separated channels, recombined, is
+//   Zy[k] = S Z[k] + D conj Z[n-k],   Zy[n-k] = conj(S) Z[n-k] + conj(D) conj Z[k],
+// so the separation is folded into the multiply. kConj uses conj(W) (grad_x).
+// Reads z (rows p, q of `in`) and writes rows p, q of `out` (may be `in`).
+template <bool kConj, class R>
+void per_channel_product(const R* __restrict war, const R* __restrict wai, R scale, int64_t p, int64_t q,
+                         const TileBuffer<R>& in, TileBuffer<R>& out) {
+  const R sign = kConj ? R(-1) : R(1);
+  const R* zpr = in.re.data() + p * kLanes;
+  const R* zpi = in.im.data() + p * kLanes;
+  const R* zqr = in.re.data() + q * kLanes;
+  const R* zqi = in.im.data() + q * kLanes;
+  R* ypr = out.re.data() + p * kLanes;
+  R* ypi = out.im.data() + p * kLanes;
+  R* yqr = out.re.data() + q * kLanes;
+  R* yqi = out.im.data() + q * kLanes;
+  if (p == q) {  // k = 0 or n/2: real spectra, Zy = Wa Re Z + i Wb Im Z
+#pragma GCC ivdep
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const R zr = zpr[j], zi = zpi[j];
+      ypr[j] = war[j] * scale * zr;
+      ypi[j] = war[j + kLanes] * scale * zi;
+    }
+    return;
+  }
+#pragma GCC ivdep
+  for (int64_t j = 0; j < kLanes; ++j) {
+    const R sr = R(0.5) * scale * (war[j] + war[j + kLanes]);
+    const R si = R(0.5) * scale * sign * (wai[j] + wai[j + kLanes]);
+    const R dr = R(0.5) * scale * (war[j] - war[j + kLanes]);
+    const R di = R(0.5) * scale * sign * (wai[j] - wai[j + kLanes]);
+    const R ar = zpr[j], ai = zpi[j], br = zqr[j], bi = zqi[j];
+    ypr[j] = sr * ar - si * ai + dr * br + di * bi;  // S a + D conj(b)
+    ypi[j] = sr * ai + si * ar + di * br - dr * bi;
+    yqr[j] = sr * br + si * bi + dr * ar - di * ai;  // conj(S) b + conj(D) conj(a)
+    yqi[j] = sr * bi - si * br - di * ar - dr * ai;
+  }
+}
+
+// Writes columns [m_lo, m_hi) of the transformed tile (rows t < L) to
+// out[b, t, c0 + m] of a contiguous B x L x C tensor, row by row, adding
+// bias_at(m, t).
+template <class T, class R, class Bias>
+void store_columns(T* out, const ToeplitzShape& s, int64_t b, int64_t c0, int64_t m_lo, int64_t m_hi,
+                   const TileBuffer<R>& buf, Bias&& bias_at) {
+  for (int64_t t = 0; t < s.L; ++t) {
+    T* row = out + (b * s.L + t) * s.C + c0;
+    const R* re = buf.re.data() + t * kLanes;
+    const R* im = buf.im.data() + t * kLanes;
+    const int64_t re_hi = std::min(m_hi, kLanes), im_lo = std::max(m_lo, kLanes);
+#pragma GCC ivdep
+    for (int64_t m = m_lo; m < re_hi; ++m) row[m] = store_as<T>(re[m] + bias_at(m, t));
+#pragma GCC ivdep
+    for (int64_t m = im_lo; m < m_hi; ++m) row[m] = store_as<T>(im[m - kLanes] + bias_at(m, t));
+  }
+}
+
+}  // namespace tmm::cpu::TMM_CPU_CAPABILITY
