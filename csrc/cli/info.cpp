@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
+#include "tmm/ops/cpu_capability.h"
 
 namespace tmm::cli {
 
@@ -41,6 +42,7 @@ int info_command(int argc, char** argv) {
       std::printf("file           %-18s %lld bytes\n", file, static_cast<long long>(st.st_size));
     }
   }
+  std::printf("cpu capability %s\n", tmm::ops::cpu_capability().c_str());
   std::printf("config\n%s\n", m.config_json().c_str());
   return 0;
 }

@@ -14,10 +14,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/half_types.h"
-#include "kernels/toeplitz_params.h"
+#include "cpu/isa_variant.h"
+#include "params/half_types.h"
+#include "params/toeplitz_params.h"
 
-namespace tmm::cpu {
+namespace tmm::cpu::TMM_CPU_CAPABILITY {
 
 struct ChannelTiles {
   int64_t width, halo, step, count;
@@ -81,4 +82,4 @@ void load_columns(const T* src, const int64_t* stride, int64_t b, int64_t L, int
 template <class T, class R>
 inline T store_as(R v) { return kernels::from_float<T>(v); }
 
-}  // namespace tmm::cpu
+}  // namespace tmm::cpu::TMM_CPU_CAPABILITY

@@ -1,10 +1,12 @@
+#include "cpu/isa_variant.h"
+
 #include "cpu/fft.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-namespace tmm::cpu {
+namespace tmm::cpu::TMM_CPU_CAPABILITY {
 namespace {
 
 // Sub-transforms whose rows fit in this many bytes run all their passes
@@ -244,4 +246,4 @@ void LaneFft<R>::inverse_truncated(R* re, R* im, int64_t lanes) const {
 template class LaneFft<float>;
 template class LaneFft<double>;
 
-}  // namespace tmm::cpu
+}  // namespace tmm::cpu::TMM_CPU_CAPABILITY

@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace tmm::cpu {
+#include "cpu/isa_variant.h"
+
+namespace tmm::cpu::TMM_CPU_CAPABILITY {
 
 template <class R>
 class LaneFft {
@@ -52,4 +54,4 @@ class LaneFft {
 // Smallest power of two >= n (n >= 1).
 int64_t next_pow2(int64_t n);
 
-}  // namespace tmm::cpu
+}  // namespace tmm::cpu::TMM_CPU_CAPABILITY

@@ -1,5 +1,10 @@
-// Chooses between the direct and the FFT path of the CPU kernels.
+// The CPU entry points: the per-tap split for wide kernels, the choice
+// between the direct and the FFT path, and the call through the table of the
+// instruction-set variant chosen for this CPU.
 #include "cpu/toeplitz_cpu.h"
+
+#include "cpu/capability.h"
+#include "cpu/toeplitz_per_tap.h"
 
 namespace tmm::cpu {
 
@@ -16,18 +21,22 @@ Algorithm resolve_algorithm(Algorithm requested, const ToeplitzShape& shape) {
 
 template <class T>
 void toeplitz_forward(const ToeplitzForwardParams<T>& p, const ParallelFor& pf, Algorithm algo) {
+  if (p.shape.K > kMaxTileTaps) return toeplitz_forward_per_tap(p, pf, algo);
+  const KernelSet<T>& k = active_kernels().get<T>();
   if (resolve_algorithm(algo, p.shape) == Algorithm::kDirect)
-    toeplitz_forward_direct(p, pf);
+    k.forward_direct(p, pf);
   else
-    toeplitz_forward_fft(p, pf);
+    k.forward_fft(p, pf);
 }
 
 template <class T>
 void toeplitz_backward(const ToeplitzBackwardParams<T>& p, const ParallelFor& pf, Algorithm algo) {
+  if (p.shape.K > kMaxTileTaps) return toeplitz_backward_per_tap(p, pf, algo);
+  const KernelSet<T>& k = active_kernels().get<T>();
   if (resolve_algorithm(algo, p.shape) == Algorithm::kDirect)
-    toeplitz_backward_direct(p, pf);
+    k.backward_direct(p, pf);
   else
-    toeplitz_backward_fft(p, pf);
+    k.backward_fft(p, pf);
 }
 
 #define TMM_INSTANTIATE(T)                                                                          \

@@ -1,15 +1,19 @@
-// Torch-free CPU kernels of the causal-Toeplitz operator. The glue supplies
-// a ParallelFor (at::parallel_for) so the kernels share torch's thread pool
-// without depending on it. Work is split into items that do not depend on
-// the thread count, and reductions run in item order, so results are
-// bitwise independent of the number of threads.
+// Torch-free CPU kernels of the causal-Toeplitz operator: the entry points
+// the glue calls. The glue supplies a ParallelFor (at::parallel_for) so the
+// kernels share torch's thread pool without depending on it. Work is split
+// into items that do not depend on the thread count, and reductions run in
+// item order, so results are bitwise independent of the number of threads.
+//
+// The hot kernels behind these entry points are compiled once per
+// instruction set and run with the best one this CPU supports
+// (cpu/capability.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
-#include "kernels/half_types.h"
-#include "kernels/toeplitz_params.h"
+#include "params/half_types.h"
+#include "params/toeplitz_params.h"
 
 namespace tmm::cpu {
 
@@ -23,8 +27,8 @@ using ParallelFor =
 
 enum class Algorithm { kAuto, kDirect, kFft };
 
-// The tiles hold K-1 halo channels, so the kernels take K <= kMaxTileTaps;
-// the glue splits wider kernels into one call per tap.
+// The tiles hold K-1 halo channels, so the tiled kernels take K <= kMaxTileTaps;
+// wider kernels run as one 1-tap call per tap (cpu/toeplitz_per_tap.h).
 constexpr int64_t kMaxTileTaps = 16;
 
 // The algorithm kAuto picks: direct while L * K <= direct_crossover_length().
@@ -38,11 +42,5 @@ void toeplitz_forward(const ToeplitzForwardParams<T>& p, const ParallelFor& pf, 
 // grad_x and grad_weight (each only where its pointer is set).
 template <class T>
 void toeplitz_backward(const ToeplitzBackwardParams<T>& p, const ParallelFor& pf, Algorithm algo);
-
-// The two implementations behind toeplitz_forward / toeplitz_backward.
-template <class T> void toeplitz_forward_direct(const ToeplitzForwardParams<T>&, const ParallelFor&);
-template <class T> void toeplitz_backward_direct(const ToeplitzBackwardParams<T>&, const ParallelFor&);
-template <class T> void toeplitz_forward_fft(const ToeplitzForwardParams<T>&, const ParallelFor&);
-template <class T> void toeplitz_backward_fft(const ToeplitzBackwardParams<T>&, const ParallelFor&);
 
 }  // namespace tmm::cpu

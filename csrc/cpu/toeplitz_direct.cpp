@@ -7,13 +7,15 @@
 // Forward:      y[t,c]  = sum_i sum_{s<=t} w[g,i,t-s] x[s,c-(K-1)+i] (+ bias)
 // grad_x:       gx[s,c] = sum_i sum_{t>=s} w[g,i,t-s] gy[t,c+(K-1)-i]
 // grad_weight:  gw[g,i,d] = sum_{b, c in g} sum_t gy[t,c] x[t-d,c-(K-1)+i]
+#include "cpu/isa_variant.h"
+
 #include <algorithm>
 #include <vector>
 
 #include "cpu/channel_tiles.h"
-#include "cpu/toeplitz_cpu.h"
+#include "cpu/variant_kernels.h"
 
-namespace tmm::cpu {
+namespace tmm::cpu::TMM_CPU_CAPABILITY {
 namespace {
 
 constexpr int64_t kWidth = 32;  // channels per tile
@@ -159,4 +161,4 @@ TMM_INSTANTIATE(kernels::bf16_t)
 TMM_INSTANTIATE(kernels::f16_t)
 #undef TMM_INSTANTIATE
 
-}  // namespace tmm::cpu
+}  // namespace tmm::cpu::TMM_CPU_CAPABILITY
