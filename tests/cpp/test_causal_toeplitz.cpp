@@ -1,5 +1,6 @@
 // Tests of tmm::ops::causal_toeplitz (forward, backward, autograd, errors)
-// against the naive loop reference in naive_reference.h.
+// against the naive loop reference in naive_reference.h, at the project's
+// tolerances (tolerances.h), on each CPU path forced in turn.
 #include <array>
 #include <optional>
 #include <string>
@@ -11,10 +12,13 @@
 #include <tmm/tmm.h>
 
 #include "naive_reference.h"
+#include "tolerances.h"
 
 using Catch::Contains;
 using tmm::ops::causal_toeplitz;
 using tmm::ops::causal_toeplitz_backward;
+using tmm::ops::Path;
+using tmm::ops::PathGuard;
 
 namespace {
 
@@ -33,8 +37,9 @@ std::string describe(const Case& c) {
          " bias=" + std::to_string(c.bias) + " layout=" + std::to_string(c.layout);
 }
 
-// L = 1, short (direct path), odd / prime, N > L, long (FFT path); every
-// G/K combination: G=1,K=1; G=heads; K>1; K=C/G; G=C.
+// L = 1, short, odd / prime, N > L, long; every G/K combination: G=1,K=1;
+// G=heads; K>1; K=C/G; G=C; K > 16 (one call per tap). Each runs on both
+// CPU paths (the tests force them) and on auto's choice.
 const std::vector<Case> kCases = {
     {2, 1, 4, 1, 1, 1, true, kContiguous},
     {2, 1, 4, 2, 2, 3, false, kTransposed},
@@ -48,7 +53,11 @@ const std::vector<Case> kCases = {
     {2, 257, 8, 8, 1, 300, false, kTransposed},
     {2, 300, 6, 2, 2, 300, true, kContiguous},
     {1, 1000, 4, 2, 2, 1024, true, kTransposed},
+    {2, 23, 40, 2, 17, 30, true, kChannelStep},
 };
+
+// The paths every reference test runs on.
+constexpr Path kCpuPaths[] = {Path::kAuto, Path::kDirect, Path::kFft};
 
 struct Inputs {
   at::Tensor x, w, b, gy;
@@ -73,22 +82,13 @@ Inputs make_inputs(const Case& c, at::ScalarType dtype, at::Device dev = at::kCP
   return in;
 }
 
-// max |actual - expected| relative to max |expected| (or absolute if that is 0).
-double rel_err(const at::Tensor& actual, const at::Tensor& expected) {
-  REQUIRE(actual.defined());
-  REQUIRE(actual.sizes() == expected.sizes());
-  if (expected.numel() == 0) return 0.0;
-  const auto a = naive::as_double(actual), e = naive::as_double(expected);
-  const double scale = e.abs().max().item<double>();
-  const double err = (a - e).abs().max().item<double>();
-  return err / (scale > 0 ? scale : 1.0);
-}
-
 bool all_zero(const at::Tensor& t) { return t.numel() == 0 || !t.ne(0).any().item<bool>(); }
 
-// Checks the op's forward and backward against the reference at tolerance tol.
-void check_against_reference(const Case& c, at::ScalarType dtype, double tol) {
-  INFO(describe(c) << " dtype=" << c10::toString(dtype));
+// Checks the op's forward and backward against the reference at the
+// dtype's tolerance, on the current path.
+void check_against_reference(const Case& c, at::ScalarType dtype) {
+  const double tol = tolerances::of(dtype);
+  INFO(describe(c) << " dtype=" << c10::toString(dtype) << " path=" << tmm::ops::path_name(tmm::ops::path()));
   const auto in = make_inputs(c, dtype);
   const auto y = causal_toeplitz(in.x, in.w, in.bias());
   CHECK(y.scalar_type() == dtype);
@@ -113,24 +113,32 @@ void check_against_reference(const Case& c, at::ScalarType dtype, double tol) {
 TEST_CASE("forward and backward match the naive reference (float64, float32)",
           "[reference]") {
   at::manual_seed(0);
-  for (const auto& c : kCases) {
-    check_against_reference(c, at::kDouble, 1e-9);
-    check_against_reference(c, at::kFloat, 1e-4);
+  for (const Path path : kCpuPaths) {
+    const PathGuard guard(path);
+    for (const auto& c : kCases) {
+      check_against_reference(c, at::kDouble);
+      check_against_reference(c, at::kFloat);
+    }
   }
 }
 
 TEST_CASE("low precision dtypes are close to the reference", "[reference]") {
   at::manual_seed(1);
   const std::vector<Case> cases = {{2, 16, 8, 2, 2, 16, true, kTransposed},
-                                   {1, 300, 4, 4, 1, 320, true, kContiguous}};
-  for (const auto& c : cases) {
-    check_against_reference(c, at::kBFloat16, 4e-2);
-    check_against_reference(c, at::kHalf, 1e-2);
+                                   {1, 300, 4, 4, 1, 320, true, kContiguous},
+                                   {2, 23, 40, 2, 17, 30, true, kChannelStep}};
+  for (const Path path : kCpuPaths) {
+    const PathGuard guard(path);
+    for (const auto& c : cases) {
+      check_against_reference(c, at::kBFloat16);
+      check_against_reference(c, at::kHalf);
+    }
   }
 }
 
 TEST_CASE("autograd from C++ equals the backward op", "[autograd]") {
   at::manual_seed(2);
+  const double tol64 = tolerances::of(at::kDouble);
   const std::vector<Case> cases = {{2, 5, 6, 2, 3, 8, true, kTransposed},
                                    {2, 300, 4, 1, 1, 300, true, kContiguous},
                                    {1, 33, 6, 3, 2, 40, false, kChannelStep}};
@@ -158,19 +166,19 @@ TEST_CASE("autograd from C++ equals the backward op", "[autograd]") {
     {  // plain sum: grad_y is an expanded (stride-0) tensor of ones
       auto xl = x(), wl = w(), bl = b();
       causal_toeplitz(xl, wl, opt(bl)).sum().backward();
-      CHECK(rel_err(xl.grad(), rx) <= 1e-9);
-      CHECK(rel_err(wl.grad(), rw) <= 1e-9);
-      if (c.bias) CHECK(rel_err(bl.grad(), rb) <= 1e-9);
+      CHECK(rel_err(xl.grad(), rx) <= tol64);
+      CHECK(rel_err(wl.grad(), rw) <= tol64);
+      if (c.bias) CHECK(rel_err(bl.grad(), rb) <= tol64);
     }
     {  // only x requires grad
       auto xl = x();
       causal_toeplitz(xl, in.w, in.bias()).sum().backward();
-      CHECK(rel_err(xl.grad(), rx) <= 1e-9);
+      CHECK(rel_err(xl.grad(), rx) <= tol64);
     }
     {  // only weight requires grad
       auto wl = w();
       causal_toeplitz(in.x, wl, in.bias()).sum().backward();
-      CHECK(rel_err(wl.grad(), rw) <= 1e-9);
+      CHECK(rel_err(wl.grad(), rw) <= tol64);
     }
   }
 }
@@ -248,9 +256,12 @@ TEST_CASE("empty tensors", "[empty]") {
 TEST_CASE("results are independent of the thread count", "[threads]") {
   at::manual_seed(6);
   const int saved = at::get_num_threads();
-  for (const Case& c : {Case{4, 16, 8, 8, 1, 16, true, kTransposed},
-                        Case{4, 300, 8, 2, 2, 320, true, kContiguous}}) {
-    INFO(describe(c));
+  for (const auto& [c, path] : {std::pair{Case{4, 16, 8, 8, 1, 16, true, kTransposed}, Path::kDirect},
+                                std::pair{Case{4, 16, 8, 2, 3, 16, true, kTransposed}, Path::kDirect},
+                                std::pair{Case{4, 300, 8, 2, 2, 320, true, kContiguous}, Path::kFft},
+                                std::pair{Case{2, 40, 40, 2, 18, 40, true, kContiguous}, Path::kFft}}) {
+    INFO(describe(c) << " path=" << tmm::ops::path_name(path));
+    const PathGuard guard(path);
     const auto in = make_inputs(c, at::kFloat);
     auto run = [&](int threads) {
       at::set_num_threads(threads);

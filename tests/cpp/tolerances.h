@@ -1,0 +1,50 @@
+// The project's one tolerance table, tmm/tolerances.json (CMake passes its
+// path as TMM_TOLERANCES_JSON), and its metric: max|actual - expected| /
+// max|expected| against a float64 reference computed from the same
+// (rounded) inputs. The Python tests read the same file.
+#pragma once
+
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "naive_reference.h"
+
+namespace tolerances {
+
+// The largest allowed rel_err for results of this dtype.
+inline double of(at::ScalarType dtype) {
+  static const std::map<std::string, double> table = [] {
+    std::ifstream in(TMM_TOLERANCES_JSON);
+    if (!in) throw std::runtime_error(std::string("cannot read ") + TMM_TOLERANCES_JSON);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    std::map<std::string, double> t;
+    for (const auto& [key, value] : doc.items()) {
+      if (key != "_doc") t[key] = value.get<double>();
+    }
+    return t;
+  }();
+  const char* name = dtype == at::kDouble ? "float64" : dtype == at::kFloat ? "float32"
+                     : dtype == at::kHalf ? "float16" : dtype == at::kBFloat16 ? "bfloat16" : "?";
+  const auto it = table.find(name);
+  if (it == table.end()) throw std::runtime_error(std::string("no tolerance for ") + name + " in " + TMM_TOLERANCES_JSON);
+  return it->second;
+}
+
+}  // namespace tolerances
+
+// max |actual - expected| relative to max |expected| (or absolute if that is 0).
+inline double rel_err(const at::Tensor& actual, const at::Tensor& expected) {
+  REQUIRE(actual.defined());
+  REQUIRE(actual.sizes() == expected.sizes());
+  if (expected.numel() == 0) return 0.0;
+  const auto a = naive::as_double(actual), e = naive::as_double(expected);
+  const double scale = e.abs().max().item<double>();
+  const double err = (a - e).abs().max().item<double>();
+  return err / (scale > 0 ? scale : 1.0);
+}
