@@ -1,7 +1,8 @@
 // Host check of the CUDA kernels' logic, for machines without a GPU: runs the
 // real driver (toeplitz_driver.cuh), the cuFFT path's functors and the fused
 // block code (fused_fft.cuh) sequentially on the CPU and compares y, grad_x
-// and grad_weight with a direct float64 reference.
+// and grad_weight with a direct float64 reference. Also checks the cuFFT
+// plan pool's policy (plan_cache.h).
 //
 //   - HostExec stands in for DeviceExec: for_each is a loop over the elements
 //     (32-bit or 64-bit index, alternating), for_each_team sums the lanes'
@@ -21,10 +22,13 @@
 #include <complex>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "plan_cache.h"
 #include "toeplitz_driver.cuh"
 
 using namespace tmm::cuda;
@@ -216,8 +220,73 @@ bool run_case(const Case& cs, Algorithm path, int64_t budget, double tol, std::m
   return ok;
 }
 
+// ---------------------------------------------------------------- the plan pool's policy
+struct IntHash {
+  size_t operator()(int k) const { return std::hash<int>()(k); }
+};
+using TestCache = PlanCache<int, int, IntHash>;
+
+bool expect(bool cond, const char* what) {
+  std::printf("%s plan cache: %s\n", cond ? "ok  " : "FAIL", what);
+  return cond;
+}
+
+bool check_plan_cache() {
+  bool ok = true;
+  std::vector<int> evicted;
+  TestCache::Entry e{};
+  TestCache cache(2);
+  // Handles 10 + key: keys 1, 2, 3 returned in that order; the bound keeps 2.
+  for (int key : {1, 2, 3}) cache.give_back({key, 10 + key, 0, false}, false, evicted);
+  ok &= expect(evicted == std::vector<int>{11} && cache.idle() == 2, "the least recently returned plan is evicted");
+  ok &= expect(!cache.take(1, e) && cache.take(2, e) && e.handle == 12 && cache.idle() == 1, "take by key");
+  cache.give_back(e, false, evicted);  // 2 is now the most recent: 3 goes first
+  cache.give_back({4, 14, 0, false}, false, evicted);
+  ok &= expect(evicted == std::vector<int>{11, 13}, "a returned plan becomes the most recent");
+  // Two idle plans with one key (two callers used it at once).
+  evicted.clear();
+  TestCache twins(8);
+  twins.give_back({5, 51, 0, false}, false, evicted);
+  twins.give_back({5, 52, 0, false}, false, evicted);
+  TestCache::Entry a{}, b{};
+  ok &= expect(twins.take(5, a) && twins.take(5, b) && a.handle + b.handle == 103 && !twins.take(5, e),
+               "plans with the same key are each handed out once");
+  // Pinned by a capture: never evicted, preferred by take, pinned for good.
+  TestCache pins(1);
+  pins.give_back({7, 70, 0, false}, false, evicted);
+  pins.give_back({8, 80, 0, false}, true, evicted);  // capturing: pinned, nothing evicted
+  pins.give_back({9, 90, 0, false}, true, evicted);
+  ok &= expect(evicted.empty() && pins.idle() == 1 && pins.pinned_idle() == 2, "a capture pins and evicts nothing");
+  pins.give_back({6, 60, 0, false}, true, evicted);
+  pins.give_back({10, 100, 0, false}, false, evicted);  // over the bound: 7 goes, the pinned stay
+  ok &= expect(evicted == std::vector<int>{70} && pins.idle() == 1 && pins.pinned_idle() == 3,
+               "outside a capture the bound applies to unpinned plans only");
+  pins.set_max_size(0, evicted);
+  pins.clear(evicted);
+  ok &= expect(evicted == std::vector<int>{70, 100} && pins.idle() == 0 && pins.pinned_idle() == 3,
+               "set_max_size(0) and clear() keep pinned plans");
+  ok &= expect(pins.take(8, e) && e.pinned && e.handle == 80 && pins.pinned_idle() == 2, "take finds pinned plans");
+  pins.give_back(e, false, evicted);
+  ok &= expect(pins.pinned_idle() == 3 && pins.idle() == 0 && evicted.size() == 2, "once pinned, always pinned");
+  pins.set_max_size(4, evicted);
+  pins.give_back({8, 81, 0, false}, false, evicted);  // a second, unpinned plan with key 8
+  ok &= expect(pins.take(8, e) && e.handle == 80, "a pinned plan is preferred over an unpinned one");
+  // The environment variable's format.
+  size_t n = 7;
+  ok &= expect(parse_plan_cache_size("0", n) && n == 0 && parse_plan_cache_size("4096", n) && n == 4096,
+               "sizes parse");
+  for (const char* bad : {"", "-1", "12a", " 3", "1e3", "99999999999999999999999"}) {
+    const std::string what = std::string("'") + bad + "' is refused";
+    ok &= expect(!parse_plan_cache_size(bad, n) && n == 4096, what.c_str());
+  }
+  ok &= expect(!parse_plan_cache_size(nullptr, n), "no value is refused");
+  ok &= expect(TestCache(kDefaultPlanCacheMaxSize).max_size() == 4096, "PyTorch's default bound");
+  return ok;
+}
+
 int main() {
   std::mt19937 rng(1234);
+  bool all = check_plan_cache();
   std::vector<Case> cases = {
       {1, 1, 1, 1, 1, 1, false, false},   {2, 1, 3, 1, 1, 2, true, false},    {2, 5, 4, 1, 1, 7, true, false},
       {2, 7, 6, 2, 2, 9, true, true},     {3, 9, 12, 3, 4, 9, true, false},    {2, 17, 8, 8, 1, 20, true, false},
@@ -225,7 +294,6 @@ int main() {
       {2, 31, 64, 64, 1, 31, true, false}, {3, 13, 48, 2, 17, 13, true, false}, {2, 129, 20, 5, 4, 130, true, false},
       {1, 200, 9, 1, 9, 200, false, false}, {2, 11, 70, 7, 10, 12, true, true},
   };
-  bool all = true;
   for (const Case& c : cases) {
     all &= run_case<float>(c, Algorithm::kCufft, int64_t(1) << 30, 2e-5, rng);
     all &= run_case<float>(c, Algorithm::kCufft, 1, 2e-5, rng);  // one batch per chunk
