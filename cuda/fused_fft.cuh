@@ -20,11 +20,11 @@
  *
  * The backward also writes, per (b, tile), the grad_weight partial spectra
  *   part[b, tile, g - glo, i, k] = sum_{owned c in g, c >= g*Cg+halo-i} GY_c[k] conj(X_{c-halo+i}[k])
- * with = (ReducePartials sums them over b and tiles).
+ * with = (reduce_partials in toeplitz_driver.cuh sums them over b and tiles).
  *
  * Written against a Block: threads(), sync() and each(f), which runs
  * f(thread, registers) for the calling thread on the device (DeviceBlock in
- * fused_fft_kernels.cu) and for every thread in turn on the host. Values that
+ * device_block.cuh) and for every thread in turn on the host. Values that
  * live across a sync are kept in FusedRegs, so a sequential host run executes
  * exactly the device's phases.
  */
@@ -368,13 +368,17 @@ TMM_HD void fused_backward_block(Block& blk, const FusedBackwardArgs<T>& a, int6
     // Partial spectra of the groups whose outputs [lo, hi) this tile owns.
     const int64_t lo = tile * geo.step, hi = lo + geo.step < a.C ? lo + geo.step : a.C;
     if (lo < hi) {
-      const int64_t glo = lo / Cg, half = geo.half;
-      const int64_t items = ((hi - 1) / Cg - glo + 1) * K * half;
+      const int64_t glo = lo / Cg, half = geo.half, rows = ((hi - 1) / Cg - glo + 1) * K;
       Cx<float>* out = a.part + (b * geo.tiles + tile) * geo.maxg * K * half;
       blk.each([&](int tid, FusedRegs&) {
-        for (int64_t it = tid; it < items; it += blk.threads()) {
-          const int64_t row = it / half, k = it - row * half;
-          const int64_t gl = row / K, i = row - gl * K, g = glo + gl;
+        // Item (row, k) = (gl*K + i, k), stepped by the block's threads
+        // without dividing per item (threads P*n/16 < 2*half: a step
+        // crosses at most two rows).
+        const int threads = blk.threads();
+        int64_t row = tid / half, k = tid - row * half;
+        int64_t gl = row / K, i = row - gl * K;
+        while (row < rows) {
+          const int64_t g = glo + gl;
           const int64_t c_lo = g * Cg + halo - i > lo ? g * Cg + halo - i : lo;
           const int64_t c_hi = (g + 1) * Cg < hi ? (g + 1) * Cg : hi;
           Cx<float> acc{0.f, 0.f};
@@ -383,6 +387,13 @@ TMM_HD void fused_backward_block(Block& blk, const FusedBackwardArgs<T>& a, int6
             acc += mul_conj(read_sep(gbuf, geo, int(k), m), read_sep(xbuf, geo, int(k), int(m - halo + i)));
           }
           out[row * half + k] = acc;
+          for (k += threads; k >= half; k -= half) {
+            ++row;
+            if (++i == K) {
+              i = 0;
+              ++gl;
+            }
+          }
         }
       });
     }

@@ -1,8 +1,9 @@
 // Host check of the CUDA kernels' logic, for machines without a GPU: runs the
-// real driver (toeplitz_driver.cuh), the cuFFT path's functors and the fused
-// block code (fused_fft.cuh) sequentially on the CPU and compares y, grad_x
-// and grad_weight with a direct float64 reference. Also checks the cuFFT
-// plan pool's policy (plan_cache.h).
+// real driver (toeplitz_driver.cuh), the cuFFT path's functors, the
+// transposes (transpose.cuh) and the fused block code (fused_fft.cuh)
+// sequentially on the CPU and compares y, grad_x and grad_weight with a
+// direct float64 reference. Also checks the cuFFT plan pool's policy
+// (plan_cache.h).
 //
 //   - HostExec stands in for DeviceExec: for_each is a loop over the elements
 //     (32-bit or 64-bit index, alternating), for_each_team sums the lanes'
@@ -10,7 +11,8 @@
 //     unnormalised convention (C2R scribbles over its input, as cuFFT may);
 //     every scratch buffer starts as NaN.
 //   - HostBlock runs a block's threads one after another between barriers,
-//     with each thread's FusedRegs kept across them, shared memory NaN-filled.
+//     with each thread's FusedRegs kept across them, shared memory NaN-filled
+//     (the fused blocks and the transposes' tiles).
 // What it cannot show: warp shuffles, launch configurations, cuFFT itself,
 // the device's bf16/fp16 conversions, races (a sequential run has none).
 //
@@ -22,6 +24,7 @@
 #include <complex>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -77,6 +80,15 @@ struct HostExec {
       auto sum = f.partial(it, 0, team);
       for (int lane = 1; lane < team; ++lane) sum += f.partial(it, lane, team);
       f.write(it, sum);
+    }
+  }
+  template <class F>
+  void transpose(const char*, int64_t rows, int64_t cols, const F& f) {
+    TransposeTile<typename F::Value> sm;
+    for (int64_t tile = 0; tile < transpose_tiles(rows, cols); ++tile) {
+      std::memset(static_cast<void*>(&sm), 0xff, sizeof(sm));  // NaN: a read of an unwritten slot shows
+      HostBlock hb(kTransposeThreads);
+      transpose_tile(hb, f, rows, cols, tile, sm);
     }
   }
   template <class R>
@@ -157,7 +169,8 @@ bool run_case(const Case& cs, Algorithm path, int64_t budget, double tol, std::m
   s.B = cs.B; s.L = cs.L; s.C = cs.C; s.G = cs.G; s.K = cs.K; s.N = cs.N;
   const int64_t Cg = s.C / s.G, halo = s.K - 1;
   std::normal_distribution<double> nd;
-  // x stored as B x C x L when strided (non-contiguous view), else B x L x C.
+  // Strided: x stored as B x C x L and weight as G x N x K (non-contiguous
+  // views); else B x L x C and G x K x N.
   std::vector<T> xs(s.B * s.L * s.C), gys(s.B * s.L * s.C), ws(s.G * s.K * s.N), bs(s.G * s.N);
   for (auto& v : xs) v = st<T>(nd(rng));
   for (auto& v : gys) v = st<T>(nd(rng));
@@ -166,9 +179,11 @@ bool run_case(const Case& cs, Algorithm path, int64_t budget, double tol, std::m
   int64_t xst[3], gyst[3];
   if (cs.strided) { xst[0] = s.C * s.L; xst[1] = 1; xst[2] = s.L; } else { xst[0] = s.L * s.C; xst[1] = s.C; xst[2] = 1; }
   gyst[0] = s.L * s.C; gyst[1] = s.C; gyst[2] = 1;
+  int64_t wst[3] = {s.K * s.N, s.N, 1};
+  if (cs.strided) { wst[1] = 1; wst[2] = s.K; }
   auto X = [&](int64_t b, int64_t t, int64_t c) { return double(to_real(xs[b * xst[0] + t * xst[1] + c * xst[2]])); };
   auto GY = [&](int64_t b, int64_t t, int64_t c) { return double(to_real(gys[b * gyst[0] + t * gyst[1] + c * gyst[2]])); };
-  auto Wt = [&](int64_t g, int64_t i, int64_t t) { return double(to_real(ws[(g * s.K + i) * s.N + t])); };
+  auto Wt = [&](int64_t g, int64_t i, int64_t t) { return double(to_real(ws[g * wst[0] + i * wst[1] + t * wst[2]])); };
   // reference
   std::vector<double> y(s.B * s.L * s.C, 0), gx(s.B * s.L * s.C, 0), gw(s.G * s.K * s.N, 0);
   for (int64_t b = 0; b < s.B; ++b)
@@ -193,7 +208,7 @@ bool run_case(const Case& cs, Algorithm path, int64_t budget, double tol, std::m
   ToeplitzForwardParams<T> pf;
   pf.shape = s;
   pf.x = xs.data(); for (int d = 0; d < 3; ++d) pf.x_stride[d] = xst[d];
-  pf.weight = ws.data(); pf.w_stride[0] = s.K * s.N; pf.w_stride[1] = s.N; pf.w_stride[2] = 1;
+  pf.weight = ws.data(); for (int d = 0; d < 3; ++d) pf.w_stride[d] = wst[d];
   if (cs.bias) { pf.bias = bs.data(); pf.bias_stride[0] = s.N; pf.bias_stride[1] = 1; }
   pf.y = yo.data();
   run_forward(pf, ex, path);
@@ -201,7 +216,7 @@ bool run_case(const Case& cs, Algorithm path, int64_t budget, double tol, std::m
   pb.shape = s;
   pb.grad_y = gys.data(); for (int d = 0; d < 3; ++d) pb.gy_stride[d] = gyst[d];
   pb.x = xs.data(); for (int d = 0; d < 3; ++d) pb.x_stride[d] = xst[d];
-  pb.weight = ws.data(); pb.w_stride[0] = s.K * s.N; pb.w_stride[1] = s.N; pb.w_stride[2] = 1;
+  pb.weight = ws.data(); for (int d = 0; d < 3; ++d) pb.w_stride[d] = wst[d];
   pb.grad_x = gxo.data(); pb.grad_weight = gwo.data();
   run_backward(pb, ex, path);
   // also: only grad_weight, only grad_x
@@ -284,6 +299,17 @@ bool check_plan_cache() {
   return ok;
 }
 
+// ---------------------------------------------------------------- the fused grad_weight reduction
+// Slices of the two-level reduction for a case (1: level 1 alone covers the terms).
+int64_t reduction_slices(const Case& c) {
+  ToeplitzShape s;
+  s.B = c.B; s.L = c.L; s.C = c.C; s.G = c.G; s.K = c.K; s.N = c.N;
+  FusedGeometry geo;
+  if (!fused_geometry(s, 2, geo)) return 0;
+  const int64_t terms = partial_terms(s, geo), per = partial_slice_terms(terms);
+  return (terms + per - 1) / per;
+}
+
 int main() {
   std::mt19937 rng(1234);
   bool all = check_plan_cache();
@@ -304,9 +330,22 @@ int main() {
   }
   std::vector<Case> big = {
       {1, 4096, 3, 1, 2, 4100, true, true},  {2, 1000, 9, 3, 2, 1000, true, false},
-      {1, 2048, 6, 6, 1, 2048, true, false}, {1, 300, 40, 1, 12, 300, true, false},  // K-1 > P: falls back
+      {1, 2048, 6, 6, 1, 2048, true, false}, {2, 300, 8, 2, 2, 301, true, true},
+      {1, 300, 40, 1, 12, 300, true, false},  // K-1 > P: falls back
   };
   for (const Case& c : big) all &= run_case<float>(c, Algorithm::kFused, int64_t(1) << 30, 2e-5, rng);
+  // Many (batch, tile) terms per grad_weight output: the reduction's slices
+  // (uneven last slice; groups straddling tiles; one tile, many batches).
+  std::vector<Case> many = {
+      {5, 20, 200, 1, 1, 20, true, false}, {7, 9, 200, 4, 3, 11, true, true}, {40, 5, 3, 1, 2, 5, false, false},
+      {4, 1100, 40, 1, 1, 1100, false, false},
+  };
+  for (const Case& c : many) {
+    const int64_t slices = reduction_slices(c);
+    std::printf("%s reduction slices: %ld\n", slices > 1 ? "ok  " : "FAIL", long(slices));
+    all &= slices > 1;
+    all &= run_case<float>(c, Algorithm::kFused, int64_t(1) << 30, 2e-5, rng);
+  }
   std::printf(all ? "ALL OK\n" : "SOME FAILED\n");
   return all ? 0 : 1;
 }
