@@ -3,7 +3,8 @@
 // transposes (transpose.cuh) and the fused block code (fused_fft.cuh)
 // sequentially on the CPU and compares y, grad_x and grad_weight with a
 // direct float64 reference. Also checks the cuFFT plan pool's policy
-// (plan_cache.h).
+// (plan_cache.h) and the fused tiles' shared-memory layout (tile_slot: a
+// permutation, and conflict-free FFT stages in a bank model).
 //
 //   - HostExec stands in for DeviceExec: for_each is a loop over the elements
 //     (32-bit or 64-bit index, alternating), for_each_team sums the lanes'
@@ -20,6 +21,7 @@
 // only provide cudaStream_t). By hand, with sanitizers:
 //   g++ -std=c++17 -O1 -g -fsanitize=address,undefined -Icuda -Icsrc -I/usr/local/cuda/include
 //       tests/cpp/cuda_host_check.cpp -o /tmp/host_check && /tmp/host_check
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdio>
@@ -310,9 +312,125 @@ int64_t reduction_slices(const Case& c) {
   return (terms + per - 1) / per;
 }
 
+// ---------------------------------------------------------------- shared-memory banks of the fused tiles
+// A model of shared memory: 32 banks of 4-byte words; a warp's 8-byte
+// accesses are served a half-warp at a time, its 4-byte accesses all at once,
+// and a phase takes as many wavefronts as the most distinct words that fall
+// in one bank. words[l]: the first word thread l touches, -1 if inactive.
+int wavefronts(const std::vector<int>& words, int width) {
+  const int per_phase = width == 2 ? 16 : 32;
+  int total = 0;
+  for (size_t p0 = 0; p0 < words.size(); p0 += per_phase) {
+    std::vector<std::vector<int>> bank(32);
+    for (size_t l = p0; l < p0 + per_phase && l < words.size(); ++l) {
+      if (words[l] < 0) continue;
+      for (int w = words[l]; w < words[l] + width; ++w) {
+        auto& b = bank[w % 32];
+        if (std::find(b.begin(), b.end(), w) == b.end()) b.push_back(w);
+      }
+    }
+    size_t most = 0;
+    for (const auto& b : bank) most = b.size() > most ? b.size() : most;
+    total += int(most);
+  }
+  return total;
+}
+
+// Wavefronts of every warp access of the FFT stages (fft_stage's reads and
+// writes) and of the tile loads and stores (load_tile, the y / grad_x
+// stores), against the fewest those accesses can take.
+struct BankCount {
+  long stages = 0, stages_min = 0, tile = 0, tile_min = 0, split = 0;
+};
+
+BankCount count_banks(const FusedGeometry& geo) {
+  BankCount c;
+  const int T = geo.threads;
+  for (int log_ns = 0; log_ns < geo.log_n;) {  // the radix sequence of fft_tile
+    const int left = geo.log_n - log_ns, log_r = left >= 3 ? 3 : left, R = 1 << log_r;
+    const int log_nr = geo.log_n - log_r, per = kFusedPoints / R;
+    for (int q = 0; q < per; ++q)
+      for (int r = 0; r < R; ++r)
+        for (int w0 = 0; w0 < T; w0 += 32) {
+          std::vector<int> rd, wr;
+          for (int tid = w0; tid < w0 + 32 && tid < T; ++tid) {
+            const int u = tid + q * T, j = u & (geo.P - 1), jj = u >> geo.log_p;
+            rd.push_back(2 * tile_slot(geo, stage_read_row(jj, r, log_nr), j));
+            wr.push_back(2 * tile_slot(geo, stage_write_row(jj, r, log_ns, log_r), j));
+          }
+          c.stages += wavefronts(rd, 2) + wavefronts(wr, 2);
+          c.stages_min += 2 * int((rd.size() + 15) / 16);
+        }
+    log_ns += log_r;
+  }
+  // split_pairs (reported, not required: its rows k and n-k cannot both be aligned).
+  const int items = (geo.n / 2 - 1) * geo.P;
+  for (int base = 0; base < items; base += T)
+    for (int w0 = 0; w0 < T; w0 += 32) {
+      std::vector<int> zp, zq;
+      for (int tid = w0; tid < w0 + 32 && tid < T; ++tid) {
+        const int it = base + tid, j = it & (geo.P - 1), k = (it >> geo.log_p) + 1;
+        zp.push_back(it < items ? 2 * tile_slot(geo, k, j) : -1);
+        zq.push_back(it < items ? 2 * tile_slot(geo, geo.n - k, j) : -1);
+      }
+      c.split += 2 * (wavefronts(zp, 2) + wavefronts(zq, 2));  // read and write
+    }
+  const int total = geo.n * geo.width;
+  for (int e0 = 0; e0 < total; e0 += 32) {
+    std::vector<int> fl;
+    for (int e = e0; e < e0 + 32 && e < total; ++e) fl.push_back(tile_real_slot(geo, e >> geo.log_width, e & (geo.width - 1)));
+    c.tile += wavefronts(fl, 1);
+    c.tile_min += 1;
+  }
+  return c;
+}
+
+bool check_banks() {
+  bool ok = true;
+  for (int64_t L : {8, 32, 128, 256, 300, 600, 1500, 4096}) {
+    ToeplitzShape s;
+    s.B = 1; s.L = L; s.C = 64; s.G = 1; s.K = 1; s.N = L;
+    FusedGeometry geo;
+    fused_geometry(s, 1, geo);
+    FusedGeometry plain = geo;
+    plain.swizzle = 0;
+    const BankCount c = count_banks(geo), p = count_banks(plain);
+    const bool free = c.stages == c.stages_min && c.tile == c.tile_min;
+    std::printf("%s banks n=%d P=%d: FFT stages %ld wavefronts (fewest %ld; unswizzled rows %ld), tile loads/stores "
+                "%ld (%ld), split_pairs %ld (unswizzled %ld)\n",
+                free ? "ok  " : "FAIL", geo.n, geo.P, c.stages, c.stages_min, p.stages, c.tile, c.tile_min, c.split,
+                p.split);
+    ok &= free;
+  }
+  return ok;
+}
+
+// tile_slot permutes the rows of each lane: a bijection of [0, n*P).
+bool check_tile_slots() {
+  bool ok = true;
+  for (int64_t L : {8, 300, 600, 1500, 2100, 4096}) {
+    ToeplitzShape s;
+    s.B = 1; s.L = L; s.C = 64; s.G = 1; s.K = 1; s.N = L;
+    FusedGeometry geo;
+    fused_geometry(s, 1, geo);
+    std::vector<int> seen(size_t(geo.n) * geo.P, 0);
+    for (int t = 0; t < geo.n; ++t)
+      for (int j = 0; j < geo.P; ++j) {
+        const int slot = tile_slot(geo, t, j);
+        if (slot >= 0 && slot < geo.n * geo.P) ++seen[size_t(slot)];
+      }
+    const bool bijection = std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; });
+    std::printf("%s tile_slot is a permutation for n=%d P=%d\n", bijection ? "ok  " : "FAIL", geo.n, geo.P);
+    ok &= bijection;
+  }
+  return ok;
+}
+
 int main() {
   std::mt19937 rng(1234);
   bool all = check_plan_cache();
+  all &= check_tile_slots();
+  all &= check_banks();
   std::vector<Case> cases = {
       {1, 1, 1, 1, 1, 1, false, false},   {2, 1, 3, 1, 1, 2, true, false},    {2, 5, 4, 1, 1, 7, true, false},
       {2, 7, 6, 2, 2, 9, true, true},     {3, 9, 12, 3, 4, 9, true, false},    {2, 17, 8, 8, 1, 20, true, false},
