@@ -55,8 +55,9 @@ class TorchResources final : public tmm::cuda::Resources {
     const PlanKey key{device_, type, n, batch};
     // A capturing stream pins the plan: the graph will replay its kernels.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    TORCH_CHECK(cudaStreamIsCapturing(stream_, &capture) == cudaSuccess,
-                "causal_toeplitz: cudaStreamIsCapturing failed on cuda:", device_);
+    const cudaError_t err = cudaStreamIsCapturing(stream_, &capture);
+    TORCH_CHECK(err == cudaSuccess, "causal_toeplitz: cudaStreamIsCapturing failed on cuda:", device_, ": ",
+                cudaGetErrorName(err), ": ", cudaGetErrorString(err));
     const PlanLease lease(key, capture != cudaStreamCaptureStatusNone);
     const cufftHandle h = lease.plan().handle;
     cufft_check(cufftSetStream(h, stream_), "cufftSetStream", key);
