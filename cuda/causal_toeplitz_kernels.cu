@@ -10,12 +10,14 @@
  *                                                             zero for L <= t < N      (=)
  * (source channels below the group's first count as zero). The order of the
  * work is in toeplitz_driver.cuh; the per-element math in fft_pointwise.cuh.
- * Kernels here: elementwise_kernel (grid-stride over one functor) and
+ * Kernels here: elementwise_kernel (grid-stride over one functor),
  * team_reduce_kernel (a team of lanes per output item, summed in a fixed
- * order, so results do not depend on scheduling).
+ * order, so results do not depend on scheduling) and transpose_kernel
+ * (tiles through shared memory, transpose.cuh).
  */
 #include <atomic>
 
+#include "device_block.cuh"
 #include "launch.h"
 #include "toeplitz_driver.cuh"
 
@@ -66,6 +68,15 @@ __global__ void __launch_bounds__(kThreads) team_reduce_kernel(const F f, const 
   }
 }
 
+// Tiles of f's matrix over a grid-stride loop (transpose.cuh).
+template <class F>
+__global__ void __launch_bounds__(kTransposeThreads)
+    transpose_kernel(const F f, const int64_t rows, const int64_t cols, const int64_t tiles) {
+  __shared__ TransposeTile<typename F::Value> tile;
+  DeviceBlock blk;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) transpose_tile(blk, f, rows, cols, t, tile);
+}
+
 int64_t blocks_for(int64_t work) {
   const int64_t blocks = (work + kThreads - 1) / kThreads;
   return blocks < kMaxBlocks ? blocks : kMaxBlocks;
@@ -100,6 +111,15 @@ class DeviceExec {
   void for_each_team(const char* name, int64_t items, int team, const F& f) {
     if (items <= 0) return;
     team_reduce_kernel<F><<<unsigned(blocks_for(items * team)), kThreads, 0, stream_>>>(f, items, team);
+    check_launch(name);
+  }
+
+  template <class F>
+  void transpose(const char* name, int64_t rows, int64_t cols, const F& f) {
+    const int64_t tiles = transpose_tiles(rows, cols);
+    if (tiles <= 0) return;
+    const unsigned blocks = unsigned(tiles < kMaxBlocks ? tiles : kMaxBlocks);
+    transpose_kernel<F><<<blocks, kTransposeThreads, 0, stream_>>>(f, rows, cols, tiles);
     check_launch(name);
   }
 

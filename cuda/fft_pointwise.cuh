@@ -17,6 +17,11 @@
  * and an inverse transform (plus the crop t < L, the bias for y, S for the
  * weight gradient) turns each back into samples. Every functor writes its
  * output with = except GradWeightPartial with accumulate set (+=).
+ *
+ * Elementwise functors have operator()(e); those that move data between the
+ * weight's row-major G x K x N layout and the time-major buffers are
+ * transposes (load(a, b) / store(a, b, v), run by transpose.cuh), so that
+ * both sides are read and written along consecutive addresses.
  */
 #pragma once
 
@@ -44,24 +49,23 @@ struct LoadColumns {
   }
 };
 
-// dst (n x G*K, time-major) = w[g, i, t] for t < L, 0 for L <= t < n.
-// Elements e = t * GK + r: writes along r; the reads of one t touch G*K
-// sectors that the next t's reads find in L2.
+// dst (n x G*K, time-major) = w[g, i, t] for t < L, 0 for L <= t < n: a
+// transpose (transpose.cuh) of M[r, t] (rows G*K, cols n), read along t
+// (contiguous in a contiguous weight), written along r.
 template <class T, class R>
 struct LoadWeights {
+  using Value = R;
   const T* w;  // G x K x N, strided
   int64_t ws0, ws1, ws2;
   R* dst;      // n x G*K
   int64_t K, GK, L;
 
-  template <class I>
-  TMM_HD void operator()(I e) const {
-    const I t = e / I(GK), r = e - t * I(GK);
-    const int64_t g = int64_t(r) / K, i = int64_t(r) - g * K;
-    R v = R(0);
-    if (int64_t(t) < L) v = R(to_real(w[g * ws0 + i * ws1 + int64_t(t) * ws2]));
-    dst[e] = v;
+  TMM_HD R load(int64_t r, int64_t t) const {
+    if (t >= L) return R(0);
+    const int64_t g = r / K, i = r - g * K;
+    return R(to_real(w[g * ws0 + i * ws1 + t * ws2]));
   }
+  TMM_HD void store(int64_t r, int64_t t, R v) const { dst[t * GK + r] = v; }
 };
 
 // Y = S * sum_i W X (see the top). Elements e = k * C + c; loops over bb.
@@ -175,47 +179,83 @@ struct StoreColumns {
   }
 };
 
-// gw[r, t] (contiguous G x K x N) = scale * src[t, r] for t < L, 0 for t >= L.
-// Elements e = r * N + t.
+// gw[r, t] (contiguous G x K x N) = scale * src[t, r] for t < L, 0 for t >= L:
+// a transpose (transpose.cuh) of M[t, r] (rows N, cols G*K), read along r,
+// written along t.
 template <class T, class R>
 struct StoreWeightGrad {
+  using Value = R;
   const R* src;  // n x G*K
   T* gw;         // G x K x N, contiguous
   int64_t GK, L, N;
   R scale;
 
+  TMM_HD R load(int64_t t, int64_t r) const { return t < L ? src[t * GK + r] * scale : R(0); }
+  TMM_HD void store(int64_t t, int64_t r, R v) const { gw[r * N + t] = from_real<T>(v); }
+};
+
+// The fused backward's grad_weight, summed over batches and tiles in two
+// levels so that many threads share one output, in a fixed order (results
+// do not depend on scheduling).
+//
+// A tile t owns the outputs of channels [t*step, t*step + step); its partial
+// rows are those of its groups, glo(t) = t*step / Cg upwards:
+//   row(b, t, g, i) = ((b*tiles + t)*maxg + g - glo(t))*K + i.
+// The terms of output (r = g*K + i, k) are numbered j = (t - t_lo(g))*B + b
+// for the tiles t_lo(g) = g*Cg/step .. t_hi(g) = ((g+1)*Cg - 1)/step.
+//
+// Level 1: slices[s, r, k] = sum_{j in [s*per, (s+1)*per)} part[row(j), k]   (=)
+// Elements e = (s*GK + r)*half + k: reads and writes along k; along j a
+// pointer step per batch, one division per tile.
+struct ReducePartials {
+  const Cx<float>* part;  // (B*tiles*maxg*K) x half
+  Cx<float>* slices;      // S x G*K x half
+  int64_t B, tiles, maxg, step, Cg, K, GK, half, per;
+
+  TMM_HD int64_t row(int64_t b, int64_t t, int64_t g, int64_t i) const {
+    return ((b * tiles + t) * maxg + g - t * step / Cg) * K + i;
+  }
+
   template <class I>
   TMM_HD void operator()(I e) const {
-    const I r = e / I(N), t = e - r * I(N);
-    const R v = int64_t(t) < L ? src[int64_t(t) * GK + int64_t(r)] * scale : R(0);
-    gw[e] = from_real<T>(v);
+    const I rs = e / I(half), k = e - rs * I(half);
+    const I s = rs / I(GK), r = rs - s * I(GK);
+    const int64_t g = int64_t(r) / K, i = int64_t(r) - g * K;
+    const int64_t t_lo = g * Cg / step, terms = (((g + 1) * Cg - 1) / step - t_lo + 1) * B;
+    const int64_t j0 = int64_t(s) * per, j1 = j0 + per < terms ? j0 + per : terms;
+    Cx<float> acc{0.f, 0.f};
+    int64_t t = t_lo + j0 / B, b = j0 % B;
+    const int64_t batch_step = tiles * maxg * K * half;
+    const Cx<float>* p = j0 < j1 ? part + row(b, t, g, i) * half + int64_t(k) : part;
+    for (int64_t j = j0; j < j1; ++j) {
+      acc += *p;
+      if (++b < B) {
+        p += batch_step;
+      } else if (j + 1 < j1) {
+        b = 0;
+        ++t;
+        p = part + row(0, t, g, i) * half + int64_t(k);
+      }
+    }
+    slices[e] = acc;
   }
 };
 
-// The fused backward's grad_weight: sums the per-(batch, tile) partial
-// spectra of each (g, i) into GW[k, r] (=). A tile t owns the outputs of
-// channels [t*step, t*step + step); its rows are those of its groups,
-// glo(t) = t*step / Cg upwards: partial row ((b*tiles + t)*maxg + g - glo(t))*K + i.
-// Elements e = r * half + k (reads along k).
-struct ReducePartials {
-  const Cx<float>* part;  // (B*tiles*maxg*K) x half
-  Cx<float>* GW;          // half x G*K
-  int64_t B, tiles, maxg, step, Cg, K, GK, half;
+// Level 2: GW[k, r] = sum_{s = 0..S-1} slices[s, r, k] (=): a transpose
+// (transpose.cuh) of M[r, k] (rows G*K, cols half), read along k, written
+// along r.
+struct SumPartialSlices {
+  using Value = Cx<float>;
+  const Cx<float>* slices;  // S x G*K x half
+  Cx<float>* GW;            // half x G*K
+  int64_t S, GK, half;
 
-  template <class I>
-  TMM_HD void operator()(I e) const {
-    const I r = e / I(half), k = e - r * I(half);
-    const int64_t g = int64_t(r) / K, i = int64_t(r) - g * K;
-    const int64_t t_lo = g * Cg / step, t_hi = ((g + 1) * Cg - 1) / step;
+  TMM_HD Value load(int64_t r, int64_t k) const {
     Cx<float> acc{0.f, 0.f};
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t t = t_lo; t <= t_hi; ++t) {
-        const int64_t row = ((b * tiles + t) * maxg + g - t * step / Cg) * K + i;
-        acc += part[row * half + int64_t(k)];
-      }
-    }
-    GW[int64_t(k) * GK + int64_t(r)] = acc;
+    for (int64_t s = 0; s < S; ++s) acc += slices[(s * GK + r) * half + k];
+    return acc;
   }
+  TMM_HD void store(int64_t r, int64_t k, Value v) const { GW[k * GK + r] = v; }
 };
 
 }  // namespace tmm::cuda

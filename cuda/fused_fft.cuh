@@ -5,7 +5,9 @@
  * (halo = K-1, step = width - halo). Columns 2j and 2j+1 are packed into
  * complex lane j (real and imaginary part), so one complex FFT of size n
  * (a power of two >= 2L-1) transforms two real channels. The tile lives in
- * shared memory time-major: buf[t*P + j]. Per block:
+ * shared memory time-major: point t of lane j at buf[tile_slot(t, j)], about
+ * t*P + j (rows permuted within aligned groups against bank conflicts).
+ * Per block:
  *
  *   load      buf = x[b, t, first + m] for t < L, else 0
  *   fft       radix-8/4/2 Stockham stages, in place (read -> sync -> write)
@@ -20,11 +22,11 @@
  *
  * The backward also writes, per (b, tile), the grad_weight partial spectra
  *   part[b, tile, g - glo, i, k] = sum_{owned c in g, c >= g*Cg+halo-i} GY_c[k] conj(X_{c-halo+i}[k])
- * with = (ReducePartials sums them over b and tiles).
+ * with = (reduce_partials in toeplitz_driver.cuh sums them over b and tiles).
  *
  * Written against a Block: threads(), sync() and each(f), which runs
  * f(thread, registers) for the calling thread on the device (DeviceBlock in
- * fused_fft_kernels.cu) and for every thread in turn on the host. Values that
+ * device_block.cuh) and for every thread in turn on the host. Values that
  * live across a sync are kept in FusedRegs, so a sequential host run executes
  * exactly the device's phases.
  */
@@ -50,6 +52,7 @@ struct FusedRegs {
 struct FusedGeometry {
   int n = 0, log_n = 0;          // transform size (power of two)
   int P = 0, log_p = 0;          // complex lanes of a tile
+  int swizzle = 0;               // 16/P - 1: the row bits that tile_slot permutes
   int width = 0, log_width = 0;  // channels of a tile (2P)
   int halo = 0, step = 0;        // tile t starts at channel t*step - halo
   int threads = 0;               // P * n / kFusedPoints <= kFusedMaxThreads
@@ -72,6 +75,7 @@ inline bool fused_geometry(const kernels::ToeplitzShape& s, int buffers, FusedGe
   geo.log_n = ilog2(n);
   geo.P = int(P);
   geo.log_p = ilog2(P);
+  geo.swizzle = int(kFusedMaxLanes / P) - 1;
   geo.width = int(2 * P);
   geo.log_width = geo.log_p + 1;
   geo.halo = int(halo);
@@ -87,6 +91,27 @@ inline bool fused_geometry(const kernels::ToeplitzShape& s, int buffers, FusedGe
     if (lo < hi && (hi - 1) / Cg - lo / Cg + 1 > geo.maxg) geo.maxg = (hi - 1) / Cg - lo / Cg + 1;
   }
   return s.B * geo.tiles <= int64_t(0x7fffffff);
+}
+
+// The shared-memory slot (complex index) of point `row` of lane `lane` in a
+// tile buffer. Rows are permuted within aligned groups: row bits 0..b-1 are
+// XORed with bits 3..3+b-1 (2^b = 16/P), so that a half-warp's 8-byte
+// accesses to rows spaced 8 apart (the first radix-8 Stockham stage's
+// writes, and the second's for P = 1) fall in 16 distinct bank pairs; rows
+// read in order stay conflict-free. P = 16: the identity. (A bank model of
+// every stage is checked in tests/cpp/cuda_host_check.cpp.)
+TMM_HD int tile_slot(const FusedGeometry& geo, int row, int lane) {
+  return ((row ^ ((row >> 3) & geo.swizzle)) << geo.log_p) + lane;
+}
+
+// The float slot of real channel m (lane m/2, real part for even m) of row t.
+TMM_HD int tile_real_slot(const FusedGeometry& geo, int t, int m) { return 2 * tile_slot(geo, t, m >> 1) + (m & 1); }
+
+// The rows that butterfly point r of stage item jj reads and writes in a
+// radix-2^log_r Stockham stage after log_ns bits (see fft_stage).
+TMM_HD int stage_read_row(int jj, int r, int log_nr) { return jj + (r << log_nr); }
+TMM_HD int stage_write_row(int jj, int r, int log_ns, int log_r) {
+  return ((jj >> log_ns) << (log_ns + log_r)) + (jj & ((1 << log_ns) - 1)) + (r << log_ns);
 }
 
 template <class T>
@@ -181,7 +206,7 @@ TMM_UNROLL
       const int j = u & pmask, jj = u >> log_p;
       Cx<float>* v = regs.v + q * R;
 TMM_UNROLL
-      for (int r = 0; r < R; ++r) v[r] = buf[((jj + (r << log_nr)) << log_p) + j];
+      for (int r = 0; r < R; ++r) v[r] = buf[tile_slot(geo, stage_read_row(jj, r, log_nr), j)];
       if (ns > 1) {
         const Cx<float> w1 = cis_2pi<kSign>(float(jj & (ns - 1)) * inv_span);
         Cx<float> w = w1;
@@ -200,9 +225,8 @@ TMM_UNROLL
     for (int q = 0; q < kPer; ++q) {
       const int u = tid + q * T;
       const int j = u & pmask, jj = u >> log_p;
-      const int dst = ((jj >> log_ns) << (log_ns + kLogR)) + (jj & (ns - 1));
 TMM_UNROLL
-      for (int r = 0; r < R; ++r) buf[((dst + (r << log_ns)) << log_p) + j] = regs.v[q * R + r];
+      for (int r = 0; r < R; ++r) buf[tile_slot(geo, stage_write_row(jj, r, log_ns, kLogR), j)] = regs.v[q * R + r];
     }
   });
   blk.sync();
@@ -231,8 +255,8 @@ TMM_HD void split_pairs(Block& blk, Cx<float>* buf, const FusedGeometry& geo) {
   blk.each([&](int tid, FusedRegs&) {
     for (int it = tid; it < items; it += blk.threads()) {
       const int j = it & pmask, k = (it >> log_p) + 1;
-      Cx<float>& zp = buf[(k << log_p) + j];
-      Cx<float>& zq = buf[((n - k) << log_p) + j];
+      Cx<float>& zp = buf[tile_slot(geo, k, j)];
+      Cx<float>& zq = buf[tile_slot(geo, n - k, j)];
       const Cx<float> a = zp, b = zq;
       if (!kRecombine) {
         zp = {0.5f * (a.re + b.re), 0.5f * (a.im - b.im)};
@@ -250,19 +274,19 @@ TMM_HD void split_pairs(Block& blk, Cx<float>* buf, const FusedGeometry& geo) {
 TMM_HD Cx<float> read_sep(const Cx<float>* buf, const FusedGeometry& geo, int k, int m) {
   const int j = m >> 1, h = m & 1;
   if (k == 0 || k == geo.n / 2) {
-    const Cx<float> z = buf[(k << geo.log_p) + j];
+    const Cx<float> z = buf[tile_slot(geo, k, j)];
     return {h ? z.im : z.re, 0.f};
   }
-  return buf[((h ? geo.n - k : k) << geo.log_p) + j];
+  return buf[tile_slot(geo, h ? geo.n - k : k, j)];
 }
 
 TMM_HD void write_sep(Cx<float>* buf, const FusedGeometry& geo, int k, int m, Cx<float> v) {
   const int j = m >> 1, h = m & 1;
   if (k == 0 || k == geo.n / 2) {
-    reinterpret_cast<float*>(buf)[2 * ((k << geo.log_p) + j) + h] = v.re;  // real at 0 and n/2
+    reinterpret_cast<float*>(buf)[2 * tile_slot(geo, k, j) + h] = v.re;  // real at 0 and n/2
     return;
   }
-  buf[((h ? geo.n - k : k) << geo.log_p) + j] = v;
+  buf[tile_slot(geo, h ? geo.n - k : k, j)] = v;
 }
 
 // Replaces every column's separated spectrum, at every k in [0, n/2], by
@@ -289,8 +313,8 @@ TMM_UNROLL
   blk.sync();
 }
 
-// buf (n x P complex = n x width reals) = src[b, t, first + m], zero outside
-// t < L and 0 <= channel < C.
+// buf (n x P complex = n x width reals, rows in tile_slot order) =
+// src[b, t, first + m], zero outside t < L and 0 <= channel < C.
 template <class T, class Block>
 TMM_HD void load_tile(Block& blk, Cx<float>* buf, const FusedGeometry& geo, const T* src, int64_t s0,
                       int64_t s1, int64_t s2, int64_t b, int64_t first, int64_t L, int64_t C) {
@@ -303,7 +327,7 @@ TMM_UNROLL_4
       const int64_t c = first + m;
       float v = 0.f;
       if (t < L && c >= 0 && c < C) v = to_real(src[b * s0 + t * s1 + c * s2]);
-      f[e] = v;
+      f[tile_real_slot(geo, t, m)] = v;
     }
   });
   blk.sync();
@@ -340,7 +364,7 @@ TMM_HD void fused_forward_block(Block& blk, const FusedForwardArgs<T>& a, int64_
       const int t = e >> log_w, m = e & wmask;
       const int64_t c = first + m;
       if (m < halo || c < 0 || c >= a.C) continue;
-      float v = f[e];
+      float v = f[tile_real_slot(geo, t, m)];
       if (a.bias != nullptr) v += to_real(a.bias[(c / a.Cg) * a.bs0 + t * a.bs1]);
       a.y[(b * a.L + t) * a.C + c] = from_real<T>(v);
     }
@@ -368,13 +392,17 @@ TMM_HD void fused_backward_block(Block& blk, const FusedBackwardArgs<T>& a, int6
     // Partial spectra of the groups whose outputs [lo, hi) this tile owns.
     const int64_t lo = tile * geo.step, hi = lo + geo.step < a.C ? lo + geo.step : a.C;
     if (lo < hi) {
-      const int64_t glo = lo / Cg, half = geo.half;
-      const int64_t items = ((hi - 1) / Cg - glo + 1) * K * half;
+      const int64_t glo = lo / Cg, half = geo.half, rows = ((hi - 1) / Cg - glo + 1) * K;
       Cx<float>* out = a.part + (b * geo.tiles + tile) * geo.maxg * K * half;
       blk.each([&](int tid, FusedRegs&) {
-        for (int64_t it = tid; it < items; it += blk.threads()) {
-          const int64_t row = it / half, k = it - row * half;
-          const int64_t gl = row / K, i = row - gl * K, g = glo + gl;
+        // Item (row, k) = (gl*K + i, k), stepped by the block's threads
+        // without dividing per item (threads P*n/16 < 2*half: a step
+        // crosses at most two rows).
+        const int threads = blk.threads();
+        int64_t row = tid / half, k = tid - row * half;
+        int64_t gl = row / K, i = row - gl * K;
+        while (row < rows) {
+          const int64_t g = glo + gl;
           const int64_t c_lo = g * Cg + halo - i > lo ? g * Cg + halo - i : lo;
           const int64_t c_hi = (g + 1) * Cg < hi ? (g + 1) * Cg : hi;
           Cx<float> acc{0.f, 0.f};
@@ -383,6 +411,13 @@ TMM_HD void fused_backward_block(Block& blk, const FusedBackwardArgs<T>& a, int6
             acc += mul_conj(read_sep(gbuf, geo, int(k), m), read_sep(xbuf, geo, int(k), int(m - halo + i)));
           }
           out[row * half + k] = acc;
+          for (k += threads; k >= half; k -= half) {
+            ++row;
+            if (++i == K) {
+              i = 0;
+              ++gl;
+            }
+          }
         }
       });
     }
@@ -409,7 +444,7 @@ TMM_HD void fused_backward_block(Block& blk, const FusedBackwardArgs<T>& a, int6
       const int t = e >> log_w, m = e & wmask;
       const int64_t c = first + m;
       if (m >= geo.step || c < 0 || c >= a.C) continue;
-      a.gx[(b * a.L + t) * a.C + c] = from_real<T>(f[e]);
+      a.gx[(b * a.L + t) * a.C + c] = from_real<T>(f[tile_real_slot(geo, t, m)]);
     }
   });
 }

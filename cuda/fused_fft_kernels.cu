@@ -13,20 +13,11 @@
 #include <mutex>
 #include <utility>
 
+#include "device_block.cuh"
 #include "launch.h"
 
 namespace tmm::cuda {
 namespace {
-
-// The Block of fused_fft.cuh for the calling thread: its FusedRegs stay in
-// registers (every index into them is a compile-time constant once unrolled).
-struct DeviceBlock {
-  FusedRegs regs;
-  __device__ __forceinline__ int threads() const { return int(blockDim.x); }
-  __device__ __forceinline__ void sync() const { __syncthreads(); }
-  template <class F>
-  __device__ __forceinline__ void each(F&& f) { f(int(threadIdx.x), regs); }
-};
 
 template <class T>
 __global__ void __launch_bounds__(kFusedMaxThreads) fused_forward_kernel(const FusedForwardArgs<T> a) {

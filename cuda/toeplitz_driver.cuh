@@ -1,7 +1,8 @@
 /* The order of work of the CUDA causal-Toeplitz ops, written once against an
  * executor: Exec provides alloc<U>(count), chunk_bytes() (the largest complex
  * buffer the cuFFT path should allocate), for_each(name, count, functor),
- * for_each_team(name, items, team, functor), r2c/c2r<R>(n, batch, in, out),
+ * for_each_team(name, items, team, functor), transpose(name, rows, cols,
+ * functor) (transpose.cuh), r2c/c2r<R>(n, batch, in, out),
  * fused_forward(args) and fused_backward(args). DeviceExec
  * (causal_toeplitz_kernels.cu) launches kernels and cuFFT on a stream; a host
  * executor can run the same sequence element by element.
@@ -15,8 +16,8 @@
  *             then grad_weight = S*crop(C2R(GW)), zero for L <= t < N      (grad_weight: =)
  * Fused path (float compute, short L): W = R2C(w) as above; one block per
  * (batch, channel tile) does the rest on chip (fused_fft.cuh); the backward's
- * per-tile grad_weight spectra are reduced over batch and tiles, then
- * inverted like the cuFFT path's.
+ * per-tile grad_weight spectra are reduced over batch and tiles (two levels:
+ * slices of terms, then the slices), then inverted like the cuFFT path's.
  */
 #pragma once
 
@@ -26,6 +27,7 @@
 #include "fft_pointwise.cuh"
 #include "fused_fft.cuh"
 #include "toeplitz_cuda.h"
+#include "transpose.cuh"
 
 namespace tmm::cuda {
 
@@ -45,12 +47,33 @@ inline int reduce_team(int64_t Bc, int64_t Cg) {
   return team;
 }
 
+// Terms per slice of the fused grad_weight reduction (ReducePartials): the
+// power of two >= sqrt(terms), at least 16, so that both levels give each
+// thread about sqrt(terms) additions.
+inline int64_t partial_slice_terms(int64_t terms) {
+  int64_t per = 16;
+  while (per * per < terms) per *= 2;
+  return per;
+}
+
+// The most terms of one grad_weight output of the fused backward: B times
+// the most tiles that own channels of one group.
+inline int64_t partial_terms(const ToeplitzShape& s, const FusedGeometry& geo) {
+  const int64_t Cg = s.C / s.G;
+  int64_t most = 0;
+  for (int64_t g = 0; g < s.G; ++g) {
+    const int64_t tiles = ((g + 1) * Cg - 1) / geo.step - g * Cg / geo.step + 1;
+    most = tiles > most ? tiles : most;
+  }
+  return most * s.B;
+}
+
 // (n/2+1) x G*K spectra of the weight rows, cropped to L and zero-padded to n.
 template <class R, class T, class Exec>
 Cx<R>* weight_spectra(const T* w, const int64_t* ws, const ToeplitzShape& s, int64_t n, Exec& ex) {
   const int64_t GK = s.G * s.K, half = n / 2 + 1;
   R* real = ex.template alloc<R>(n * GK);
-  ex.for_each("load_weights", GK * n, LoadWeights<T, R>{w, ws[0], ws[1], ws[2], real, s.K, GK, s.L});
+  ex.transpose("load_weights", GK, n, LoadWeights<T, R>{w, ws[0], ws[1], ws[2], real, s.K, GK, s.L});
   Cx<R>* spec = ex.template alloc<Cx<R>>(half * GK);
   ex.template r2c<R>(n, GK, real, spec);
   return spec;
@@ -62,7 +85,22 @@ void store_weight_grad(Cx<R>* GW, const ToeplitzShape& s, int64_t n, T* gw, Exec
   const int64_t GK = s.G * s.K;
   R* real = ex.template alloc<R>((n / 2 + 1) * GK * 2);  // C2R may need the complex footprint
   ex.template c2r<R>(n, GK, GW, real);
-  ex.for_each("store_weight_grad", GK * s.N, StoreWeightGrad<T, R>{real, gw, GK, s.L, s.N, R(1) / R(n)});
+  ex.transpose("store_weight_grad", s.N, GK, StoreWeightGrad<T, R>{real, gw, GK, s.L, s.N, R(1) / R(n)});
+}
+
+// The fused backward's grad_weight spectra GW (half x G*K, =) from the
+// per-(batch, tile) partials: ReducePartials, then SumPartialSlices.
+template <class Exec>
+Cx<float>* reduce_partials(const Cx<float>* part, const ToeplitzShape& s, const FusedGeometry& geo, Exec& ex) {
+  const int64_t GK = s.G * s.K, half = geo.half;
+  const int64_t terms = partial_terms(s, geo), per = partial_slice_terms(terms);
+  const int64_t slices = (terms + per - 1) / per;
+  Cx<float>* sums = ex.template alloc<Cx<float>>(slices * GK * half);
+  ex.for_each("reduce_partials", slices * GK * half,
+              ReducePartials{part, sums, s.B, geo.tiles, geo.maxg, geo.step, s.C / s.G, s.K, GK, half, per});
+  Cx<float>* GW = ex.template alloc<Cx<float>>(half * GK);
+  ex.transpose("sum_partial_slices", GK, half, SumPartialSlices{sums, GW, slices, GK, half});
+  return GW;
 }
 
 template <class T, class Exec>
@@ -123,12 +161,7 @@ void run_backward(const ToeplitzBackwardParams<T>& p, Exec& ex, Algorithm path) 
                              p.x, p.x_stride[0], p.x_stride[1], p.x_stride[2],
                              W, p.grad_x, part, 1.f / float(geo.n)};
       ex.fused_backward(a, s.B);
-      if (want_gw) {
-        Cx<float>* GW = ex.template alloc<Cx<float>>(geo.half * GK);
-        ex.for_each("reduce_partials", GK * geo.half,
-                    ReducePartials{part, GW, s.B, geo.tiles, geo.maxg, geo.step, Cg, s.K, GK, geo.half});
-        store_weight_grad<float>(GW, s, geo.n, p.grad_weight, ex);
-      }
+      if (want_gw) store_weight_grad<float>(reduce_partials(part, s, geo, ex), s, geo.n, p.grad_weight, ex);
       return;
     }
   }

@@ -2,8 +2,8 @@
 // storage types and runs the torch-free CUDA kernels (cuda/) on the current
 // stream of the tensors' device. Scratch memory and cuFFT work areas come
 // from torch's caching allocator; cuFFT plans from a bounded pool shared by
-// all threads, each plan leased to one caller at a time
-// (cufft_plan_pool_cuda.h).
+// all threads, each plan leased to one caller at a time and pinned when a
+// CUDA graph capture uses it (cufft_plan_pool_cuda.h).
 //
 // tmm::ops::path() (<tmm/ops/path.h>, read on every call) forces a path, for
 // tests and for measuring the crossover: cufft or fused; fused runs auto's
@@ -53,7 +53,12 @@ class TorchResources final : public tmm::cuda::Resources {
 
   void fft(FftType type, int64_t n, int64_t batch, void* in, void* out) override {
     const PlanKey key{device_, type, n, batch};
-    const PlanLease lease(key);
+    // A capturing stream pins the plan: the graph will replay its kernels.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(stream_, &capture);
+    TORCH_CHECK(err == cudaSuccess, "causal_toeplitz: cudaStreamIsCapturing failed on cuda:", device_, ": ",
+                cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+    const PlanLease lease(key, capture != cudaStreamCaptureStatusNone);
     const cufftHandle h = lease.plan().handle;
     cufft_check(cufftSetStream(h, stream_), "cufftSetStream", key);
     at::Tensor work;  // freed after the transform is enqueued: stream-ordered reuse

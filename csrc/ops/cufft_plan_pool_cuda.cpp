@@ -1,11 +1,14 @@
-// The cuFFT plan pool behind PlanLease (cufft_plan_pool_cuda.h).
+// The cuFFT plan pool behind PlanLease (cufft_plan_pool_cuda.h) and the
+// public controls of tmm/cufft_plan_cache.h.
 #include "ops/cufft_plan_pool_cuda.h"
 
-#include <list>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
 #include <c10/util/Exception.h>
+
+#include "tmm/cufft_plan_cache.h"
 
 namespace tmm::detail {
 namespace {
@@ -41,44 +44,80 @@ const char* fft_type_name(FftType t) {
   return "?";
 }
 
-// A bounded, thread-safe pool of cuFFT plans. A cuFFT plan must not be used
-// by two threads at once, so a caller leases one (an idle plan with its key,
-// else a new one) and returns it after enqueueing its transform; the pool
-// keeps at most kCapacity idle plans and destroys the least recently used.
+// The process-wide pool: the policy of cuda/plan_cache.h behind a mutex,
+// plans created and destroyed outside it (planning takes a while).
 class PlanPool {
  public:
-  static constexpr size_t kCapacity = 32;
+  PlanPool() : cache_(initial_max_size()) {}
 
-  Plan acquire(const PlanKey& key) {
+  Plan acquire(const PlanKey& key, bool capturing) {
+    Plan plan{};
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-        if (it->key == key) {
-          Plan plan = *it;
-          idle_.erase(it);
-          return plan;
-        }
-      }
+      if (cache_.take(key, plan)) return plan;
     }
-    return create(key);  // outside the lock: planning takes a while
+    TORCH_CHECK(!capturing, "causal_toeplitz: no cuFFT plan for a ", fft_type_name(key.type),
+                " transform of size ", key.n, " over ", key.batch, " columns on cuda:", key.device,
+                " exists yet, and plans cannot be made while a CUDA graph is being captured; run the op once "
+                "with the same shapes before capturing (a warm-up call)");
+    return create(key);
   }
 
-  void release(const Plan& plan) {
+  void release(const Plan& plan, bool capturing) {
     std::vector<cufftHandle> evicted;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      idle_.push_front(plan);
-      while (idle_.size() > kCapacity) {
-        evicted.push_back(idle_.back().handle);
-        idle_.pop_back();
-      }
+      cache_.give_back(plan, capturing, evicted);
     }
-    for (cufftHandle h : evicted) cufftDestroy(h);
+    destroy(evicted);
+  }
+
+  int64_t max_size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return int64_t(cache_.max_size());
+  }
+  void set_max_size(size_t n) {
+    std::vector<cufftHandle> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cache_.set_max_size(n, evicted);
+    }
+    destroy(evicted);
+  }
+  int64_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return int64_t(cache_.idle());
+  }
+  int64_t pinned() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return int64_t(cache_.pinned_idle());
+  }
+  void clear() {
+    std::vector<cufftHandle> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cache_.clear(evicted);
+    }
+    destroy(evicted);
   }
 
  private:
+  static size_t initial_max_size() {
+    const char* env = std::getenv("TMM_CUFFT_PLAN_CACHE_MAX_SIZE");
+    if (env == nullptr) return tmm::cuda::kDefaultPlanCacheMaxSize;
+    size_t n = 0;
+    TORCH_CHECK(tmm::cuda::parse_plan_cache_size(env, n),
+                "causal_toeplitz: TMM_CUFFT_PLAN_CACHE_MAX_SIZE must be a non-negative integer "
+                "(the most idle cuFFT plans kept), got '", env, "'");
+    return n;
+  }
+
+  static void destroy(const std::vector<cufftHandle>& handles) {
+    for (cufftHandle h : handles) cufftDestroy(h);
+  }
+
   static Plan create(const PlanKey& key) {
-    Plan plan{key, 0, 0};
+    Plan plan{key, 0, 0, false};
     cufft_check(cufftCreate(&plan.handle), "cufftCreate", key);
     try {
       // Work areas come from torch's caching allocator on every call.
@@ -103,7 +142,7 @@ class PlanPool {
   }
 
   std::mutex mu_;
-  std::list<Plan> idle_;  // most recently released first
+  tmm::cuda::PlanCache<PlanKey, cufftHandle, PlanKeyHash> cache_;
 };
 
 PlanPool& plan_pool() {
@@ -119,7 +158,21 @@ void cufft_check(cufftResult r, const char* call, const PlanKey& key) {
               " columns on cuda:", key.device);
 }
 
-PlanLease::PlanLease(const PlanKey& key) : plan_(plan_pool().acquire(key)) {}
-PlanLease::~PlanLease() { plan_pool().release(plan_); }
+PlanLease::PlanLease(const PlanKey& key, bool capturing)
+    : plan_(plan_pool().acquire(key, capturing)), capturing_(capturing) {}
+PlanLease::~PlanLease() { plan_pool().release(plan_, capturing_); }
 
 }  // namespace tmm::detail
+
+namespace tmm::cufft_plan_cache {
+
+int64_t max_size() { return detail::plan_pool().max_size(); }
+void set_max_size(int64_t max_size) {
+  TORCH_CHECK(max_size >= 0, "tmm::cufft_plan_cache::set_max_size: expected max_size >= 0, got ", max_size);
+  detail::plan_pool().set_max_size(size_t(max_size));
+}
+int64_t size() { return detail::plan_pool().size(); }
+int64_t pinned() { return detail::plan_pool().pinned(); }
+void clear() { detail::plan_pool().clear(); }
+
+}  // namespace tmm::cufft_plan_cache
