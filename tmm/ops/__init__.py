@@ -6,13 +6,14 @@ docs/ops.md for the math. Autograd, torch.compile and opcheck all work; the
 backward is its own op, ``torch.ops.tmm.causal_toeplitz_backward``.
 """
 import contextlib
+import os
 from typing import Iterator, Optional
 
 import torch
 
 from .. import _C
 
-__all__ = ["causal_toeplitz", "cpu_algorithm"]
+__all__ = ["causal_toeplitz", "cpu_algorithm", "path"]
 
 
 def causal_toeplitz(
@@ -40,3 +41,27 @@ def cpu_algorithm(name: str) -> Iterator[None]:
         yield
     finally:
         _C._set_cpu_algorithm(previous)
+
+
+# --- SHIM (branch `checks`): a minimal tmm.ops.path until the real path
+# option (issue 16 item 3) lands; the lead replaces this block at merge. It
+# maps the names onto cpu_algorithm (CPU) and TMM_CUDA_ALGORITHM (CUDA, read
+# on every call). Process-wide, not thread-local.
+_PATHS = ("auto", "direct", "fft", "cufft", "fused")
+
+
+@contextlib.contextmanager
+def path(name: str) -> Iterator[None]:
+    """Force the kernel path inside the block: auto, direct, fft (CPU), cufft, fused (CUDA)."""
+    if name not in _PATHS:
+        raise ValueError(f"tmm.ops.path: name must be one of {', '.join(_PATHS)}, got {name!r}")
+    previous = os.environ.get("TMM_CUDA_ALGORITHM")
+    os.environ["TMM_CUDA_ALGORITHM"] = name if name in ("auto", "cufft", "fused") else "auto"
+    try:
+        with cpu_algorithm(name if name in ("auto", "direct", "fft") else "auto"):
+            yield
+    finally:
+        if previous is None:
+            os.environ.pop("TMM_CUDA_ALGORITHM", None)
+        else:
+            os.environ["TMM_CUDA_ALGORITHM"] = previous
