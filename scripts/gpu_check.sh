@@ -234,7 +234,7 @@ run_steps() {
   local libarg=(); [ "$PYMOD" = 1 ] || libarg=(--lib "$LIB")
 
   # The sanitizer and the report keep their share; the check stops 15 s before its kill.
-  local reserve=75; [ "$MODE" = cpu ] && reserve=30
+  local reserve=100; [ "$MODE" = cpu ] && reserve=30
   t=$(date +%s)
   log "check: scripts/gpu_check.py --device $device (deadline in $(left $reserve) s)"
   limited 900 $((reserve - 15)) "$PY" "$REPO/scripts/gpu_check.py" --device "$device" --out "$OUT" \
@@ -249,7 +249,7 @@ run_steps() {
     echo "compute-sanitizer is not on PATH" >"$OUT/sanitizer.log"; rc=skipped
   else
     log "compute-sanitizer memcheck on the small case"
-    limited 120 15 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 86 --print-limit 20 \
+    limited 85 15 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 86 --print-limit 20 \
       "$PY" "$REPO/scripts/gpu_check.py" --sanitize-case --device cuda "${libarg[@]}" >"$OUT/sanitizer.log" 2>&1
     rc=$?
     tail -3 "$OUT/sanitizer.log"
@@ -269,8 +269,8 @@ The device call (the run tool), from the root of this checkout:
 
 It runs within a budget of ${BUDGET_S} s (--budget; the timeout leaves the rest as a margin):
   preflight ~5 s; build: configure <= 120 s, then tmm_torch and tmm._C together <= 360 s (while 100 s remain);
-  check: the rest less 75 s (its sections: tests, graphs, zoo, bandwidth, bench, each skipped once the
-  deadline leaves it too little); compute-sanitizer <= 120 s; the report last.
+  check: the rest less 100 s (its sections: tests, graphs, zoo, bandwidth, bench, each skipped once the
+  deadline leaves it too little); compute-sanitizer <= 85 s; the report last.
 It writes to \$OUT: gpu_check.log (everything, the preflight first), preflight.txt, build.log, check.log,
 gpu_check.json (rewritten after every record), tests.jsonl, pytest.log, junit.xml, bench-<dtype>/,
 sanitizer.log, steps.tsv, table.md (the verdict and tables, also printed last).
