@@ -4,22 +4,61 @@ Importing tmm loads the native library (libtmm_torch) that registers the
 operators under ``torch.ops.tmm``; ``tmm.ops`` and ``tmm.nn`` wrap them.
 ``tmm.models`` holds the C++ model zoo as ``torch.nn.Module`` objects;
 ``tmm.text`` the tokenizers.
+
+The pure-Python parts (``tmm.testing``, ``tmm.bench``, ``tmm.files``) also
+work from a source tree whose native module is not built (a machine that
+builds only libtmm_torch, like the GPU check): there ``import tmm`` succeeds,
+and the native parts raise an ImportError saying what is missing. A build
+for another torch is still an error at import.
 """
+import importlib
+
 import torch
 
-from . import _build_info
+_NATIVE = ("io", "models", "nn", "ops", "text", "_C", "__version__", "with_cuda")
 
-if torch.__version__ != _build_info.torch_version:
-    raise ImportError(
-        f"tmm was built against torch {_build_info.torch_version} but torch {torch.__version__} "
-        "is imported; rebuild tmm for this torch (scripts/test.sh, or "
-        "pip install --no-build-isolation .)"
-    )
 
-from . import _C  # noqa: E402  (registers torch.ops.tmm)
-from . import io, models, nn, ops, text  # noqa: E402
+def _missing(error):
+    """True when `error` says the native module itself is absent (not built),
+    as opposed to present but broken."""
+    return isinstance(error, ModuleNotFoundError) and error.name in (f"{__name__}._C", f"{__name__}._build_info")
 
-__version__ = _build_info.version
-with_cuda = _build_info.with_cuda
+
+try:
+    _build_info = importlib.import_module(f"{__name__}._build_info")
+except ModuleNotFoundError as e:
+    if not _missing(e):
+        raise
+    _native_error = e
+else:
+    if torch.__version__ != _build_info.torch_version:
+        raise ImportError(
+            f"tmm was built against torch {_build_info.torch_version} but torch {torch.__version__} "
+            "is imported; rebuild tmm for this torch (scripts/test.sh, or "
+            "pip install --no-build-isolation .)"
+        )
+    try:
+        _C = importlib.import_module(f"{__name__}._C")  # registers torch.ops.tmm
+    except ModuleNotFoundError as e:
+        if not _missing(e):
+            raise
+        _native_error = e
+    else:
+        _native_error = None
+        from . import io, models, nn, ops, text  # noqa: E402
+
+        __version__ = _build_info.version
+        with_cuda = _build_info.with_cuda
 
 __all__ = ["io", "ops", "nn", "models", "text", "__version__", "with_cuda"]
+
+
+def __getattr__(name):
+    """Only reached for names not set above: the native parts, when tmm._C is not built."""
+    if name in _NATIVE and _native_error is not None:
+        what = "the native module tmm._C is" if name == "_C" else f"tmm.{name} needs the native module tmm._C, which is"
+        raise ImportError(
+            f"{what} not built here ({_native_error}); build it with scripts/test.sh or "
+            "pip install --no-build-isolation . (tmm.testing, tmm.bench and tmm.files work without it)"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

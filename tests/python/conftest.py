@@ -1,28 +1,45 @@
 """Shared fixtures for the tmm Python tests.
 
-The comparison metric is relative to the largest magnitude of the expected
-tensor: max|actual - expected| / max|expected|. Reduced-precision results are
-compared with a float64 reference computed from the same (rounded) inputs, so
-the tolerance only has to cover float32 arithmetic inside the op plus the final
-rounding to the output dtype.
+The comparison metric and the tolerances are tmm.testing's (the project's one
+table, tmm/tolerances.json): max|actual - expected| / max|expected| against
+a float64 reference computed from the same (rounded) inputs.
+
+Options (the GPU check, scripts/gpu_check.py, runs the op tests with them):
+  --device cpu|cuda   the device of the tests that take the `device` fixture;
+                      `kernel_path` parametrizes a test over that device's
+                      paths (cpu: direct, fft; cuda: cufft, fused); on cuda the
+                      caching allocator is filled with NaN before each test.
+  --records FILE      one JSON line per test outcome, appended and flushed as
+                      each test ends (a killed run leaves the finished ones).
+  --deadline EPOCH    tests that would start later are skipped ("deadline").
 """
 
 import importlib.util
+import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from tmm import testing
+
 REPO = Path(__file__).resolve().parents[2]
 
-# max|actual - expected| / max|expected|, per result dtype.
-TOLERANCE = {
-    torch.float64: 1e-10,
-    torch.float32: 1e-4,
-    torch.float16: 2e-3,  # half an ulp is 2^-11 ~ 4.9e-4 of the value
-    torch.bfloat16: 1e-2,  # half an ulp is 2^-8 ~ 3.9e-3 of the value
-}
+TOLERANCE = testing.TOLERANCE
+rel_err = testing.rel_err
+KERNEL_PATHS = {"cpu": ("direct", "fft"), "cuda": ("cufft", "fused")}
+_RECORDS_FILE = [None]  # --records, set in pytest_configure (reports do not carry the config)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu", choices=sorted(KERNEL_PATHS),
+                     help="device of the op tests (tmm: default cpu)")
+    parser.addoption("--records", default=None, metavar="FILE",
+                     help="append one JSON line per test outcome to FILE, flushed as each test ends")
+    parser.addoption("--deadline", type=float, default=None, metavar="EPOCH",
+                     help="skip the tests that would start after this time (seconds since the epoch)")
 
 
 def pytest_configure(config):
@@ -30,30 +47,59 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: needs a CUDA device")
     # opcheck's internals still touch torch.jit; not ours to fix.
     config.addinivalue_line("filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+    if config.getoption("device") == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError("--device cuda: torch.cuda.is_available() is False on this machine")
+    _RECORDS_FILE[0] = config.getoption("records")
 
 
-def rel_err(actual, expected):
-    """max|actual - expected| / max|expected| in float64 (0 for empty tensors)."""
-    assert actual.shape == expected.shape, (tuple(actual.shape), tuple(expected.shape))
-    if expected.numel() == 0:
-        return 0.0
-    a = actual.detach().to("cpu", torch.float64)
-    e = expected.detach().to("cpu", torch.float64)
-    assert torch.isfinite(a).all(), "result has non-finite entries"
-    scale = e.abs().max().item()
-    diff = (a - e).abs().max().item()
-    return diff / scale if scale > 0 else diff
+def pytest_generate_tests(metafunc):
+    if "kernel_path" in metafunc.fixturenames:
+        metafunc.parametrize("kernel_path", KERNEL_PATHS[metafunc.config.getoption("device")])
+
+
+def pytest_runtest_setup(item):
+    deadline = item.config.getoption("deadline")
+    if deadline is not None and time.time() > deadline:
+        pytest.skip("deadline")
+
+
+def pytest_runtest_logreport(report):
+    """--records: the outcome of each test once it is known (a failed or
+    skipped setup, the call, a failed teardown)."""
+    path = _RECORDS_FILE[0]
+    if not path or not (report.when == "call" or report.outcome != "passed"):
+        return
+    message = ""
+    if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2]).removeprefix("Skipped: ")
+    elif report.outcome == "failed":
+        message = str(report.longrepr)[-2000:]
+    line = dict(test=report.nodeid, when=report.when, outcome=report.outcome,
+                duration_s=round(report.duration, 4), message=message)
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+        f.flush()
+
+
+@pytest.fixture(scope="session")
+def device(request):
+    """The --device of this run: "cpu" (default) or "cuda"."""
+    return request.config.getoption("device")
+
+
+@pytest.fixture(autouse=True)
+def _poison_cuda(request):
+    if request.config.getoption("device") == "cuda":
+        testing.poison_cuda_allocator()
 
 
 @pytest.fixture
 def assert_close():
-    """assert_close(actual, expected, dtype, what=""): shape and rel_err check
+    """assert_close(actual, expected, dtype, what="", tol=None): tmm.testing.assert_close
     with the tolerance of `dtype` (the dtype the op computed in)."""
 
     def check(actual, expected, dtype, what="", tol=None):
-        tol = TOLERANCE[dtype] if tol is None else tol
-        err = rel_err(actual, expected)
-        assert err <= tol, f"{what}: relative error {err:.3e} > {tol:.1e} ({dtype})"
+        testing.assert_close(actual, expected, dtype, what, tol)
 
     return check
 

@@ -1,3 +1,17 @@
-"""Measurement tools shared by the benchmark, check and experiment drivers:
-progress (the one progress bar), and, as they move out of scripts/, timing,
-memory, provenance and report writing."""
+"""Measurement tools shared by the benchmark, check and experiment drivers,
+and those drivers (the scripts in scripts/ are command lines over them):
+
+  timing      the one timing loop (CPU perf_counter, CUDA events, warm-up, budget)
+  memory      peak memory of a call (torch's allocator, resident set)
+  provenance  machine, git revision, versions, CPU load of other processes
+  progress    the one progress bar (tqdm)
+  report      markdown tables, JSON written atomically (LiveJson), plots
+  ops, ops_report   the operator benchmark (scripts/bench_ops.py)
+  crossover   the CPU direct/FFT crossover (scripts/bench_crossover.py)
+  decode      the decoding benchmark (scripts/bench_decode.py)
+  limits      the longest sequence per model (scripts/resource_limits.py)
+  gpu_check   the one-shot GPU check (scripts/gpu_check.sh, gpu_check.py)
+
+Pure Python and torch: importable without the native build (the drivers
+that time tmm's op need it, of course).
+"""

@@ -1,0 +1,111 @@
+"""tmm.bench: the timing loop, the memory probes, provenance, the report
+writers, and the operator benchmark on a tiny grid (counts and files, not
+speed: timings are the benchmark scripts' business)."""
+import json
+import time
+
+import pytest
+import torch
+
+from tmm.bench import memory, ops, provenance, report, timing
+
+
+def test_time_calls_counts_and_fields():
+    calls = []
+    t = timing.time_calls(lambda: calls.append(1), warmup=2, repeats=5)
+    assert t["status"] == "ok" and t["repeats"] == 5 and len(t["times_s"]) == 5 and len(t["warmup_s"]) == 2
+    assert len(calls) == 7
+    assert t["min_ms"] <= t["median_ms"] and "other_cpu_cores" in t
+
+
+def test_time_calls_budget():
+    slow = lambda: time.sleep(0.05)  # noqa: E731
+    skipped = timing.time_calls(slow, warmup=1, repeats=10, budget_s=0.01)
+    assert skipped["status"] == "skipped" and skipped["reason"].startswith("time (")
+    fewer = timing.time_calls(slow, warmup=1, repeats=100, budget_s=0.4)
+    assert fewer["status"] == "ok" and 1 <= fewer["repeats"] < 100
+
+
+def test_timed_returns_the_result():
+    seconds, out = timing.timed(lambda: 42)
+    assert out == 42 and seconds >= 0
+
+
+def test_peak_memory_of_a_known_allocation():
+    n = 1 << 20  # 4 MiB of float32, returned by the call
+    peak = memory.peak_alloc_bytes(lambda: torch.ones(n))
+    assert n * 4 <= peak < n * 4 + (1 << 16)
+    probe = memory.RssProbe()
+    if probe.ok:
+        assert probe.measure(lambda: torch.ones(4 * n)) >= 8 * n  # 16 MiB touched; page granularity, noise
+
+
+def test_provenance_says_where():
+    env = provenance.environment("cpu")
+    for key in ("torch", "python", "cpu_count", "git_revision", "git_dirty", "threads", "device", "loadavg"):
+        assert key in env
+    assert env["git_revision"] != "unknown (no commit)"  # this checkout
+    assert isinstance(env.get("cpu_flags", []), list)
+    mark = provenance.CPU_LOAD.mark()
+    assert provenance.CPU_LOAD.others(mark, min_wall=1e3) is None  # too short to tell
+
+
+def test_markdown_table_alignment():
+    text = report.markdown_table(["a", "b", "c"], [[1, 2, 3]], left=1)
+    assert text == "| a | b | c |\n|---|---:|---:|\n| 1 | 2 | 3 |\n"
+    assert report.markdown_table(["a", "b"], [], align="rl").splitlines()[1] == "|---:|---|"
+
+
+def test_live_json_is_readable_after_every_change(tmp_path):
+    path = tmp_path / "r.json"
+    live = report.LiveJson(path, {"schema": "x"})
+    assert json.loads(path.read_text()) == {"complete": False, "schema": "x"}
+    live.add("cells", {"a": 1})
+    assert json.loads(path.read_text())["cells"] == [{"a": 1}]
+    live.finish()
+    assert json.loads(path.read_text())["complete"] is True
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary files left
+
+
+def tiny(tmp_path, **kw):
+    cfg = ops.OpsBenchConfig(lengths=[16, 64], batch=2, channels=8, gk=[(1, 1), (8, 1)], repeats=2, warmup=1,
+                             cell_budget=5.0, **kw)
+    return ops.run(cfg, tmp_path, progress=False)
+
+
+def test_ops_bench_tiny_grid(tmp_path):
+    out = tiny(tmp_path, paths=["direct", "fft"])
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["schema"] == "tmm.bench_ops/1" and res["complete"] and not res.get("truncated")
+    assert {c["impl"] for c in res["cells"]} == {"ours", "ours_direct", "ours_fft", "fft", "dense"}
+    assert len(res["cells"]) == 2 * 2 * 2 * 5 and all(c["status"] == "ok" for c in res["cells"])
+    assert all(c["ok"] for c in res["checks"]) and len(res["checks"]) == 4
+    assert {"peak_alloc_bytes", "median_ms", "times_s", "bytes"} <= set(res["cells"][0])
+    assert [t["target"][:8] for t in res["targets"]]  # verdicts present
+    head = out["table"].splitlines()[0]
+    assert head == ("| mode | G | K | L | ours ms | ours:direct ms | ours:fft ms | fft ms | dense ms | fft/ours | dense/ours "
+                    "| ours peak MiB | fft peak MiB | mem ratio |")
+    md = (tmp_path / "table.md").read_text()
+    assert "## Targets" in md and "correctness: ours vs fft matches on 4/4 configs" in md
+    assert (tmp_path / "plot.png").stat().st_size > 1000
+
+
+def test_ops_bench_table_without_paths_keeps_its_columns(tmp_path):
+    out = tiny(tmp_path, modes=["fwd"], no_memory=True)
+    assert out["table"].splitlines()[0] == ("| mode | G | K | L | ours ms | fft ms | dense ms | fft/ours | dense/ours "
+                                            "| ours peak MiB | fft peak MiB | mem ratio |")
+
+
+def test_ops_bench_deadline_marks_truncated(tmp_path):
+    tiny(tmp_path, deadline=time.time() - 1, no_memory=True)
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["truncated"] and res["complete"]
+    assert res["cells"] and all(c["reason"] == "deadline" for c in res["cells"])
+
+
+def test_ops_bench_max_len_and_dense_guard(tmp_path):
+    tiny(tmp_path, paths=["fft"], max_len={"ours_fft": 16}, dense_max_len=16, modes=["fwd"], no_memory=True)
+    cells = json.loads((tmp_path / "results.json").read_text())["cells"]
+    at64 = {c["impl"]: c for c in cells if c["L"] == 64 and c["G"] == 1}
+    assert at64["ours_fft"]["reason"] == "L > 16" and at64["dense"]["reason"] == "L > 16"
+    assert at64["ours"]["status"] == "ok"

@@ -1,0 +1,135 @@
+"""tmm.testing: the tolerance table, the error metric, the inputs, and that
+it imports without the native build."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tmm import testing
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_tolerance_table_is_the_json_file():
+    table = json.loads((REPO / "tmm" / "tolerances.json").read_text())
+    assert "_doc" in table
+    assert {str(d).replace("torch.", ""): v for d, v in testing.TOLERANCE.items()} == \
+        {k: v for k, v in table.items() if not k.startswith("_")}
+    assert testing.tolerance("bfloat16") == testing.tolerance(torch.bfloat16) == table["bfloat16"]
+    with pytest.raises(KeyError, match="int32"):
+        testing.tolerance(torch.int32)
+
+
+def test_rel_err_is_max_norm_relative():
+    e = torch.tensor([1.0, -4.0, 2.0])
+    assert testing.rel_err(e + torch.tensor([0.0, 0.0, 0.4]), e) == pytest.approx(0.1)
+    assert testing.rel_err(torch.zeros(0, 3), torch.zeros(0, 3)) == 0.0
+    assert testing.rel_err(torch.tensor([0.5]), torch.tensor([0.0])) == 0.5  # absolute where expected is zero
+    assert testing.rel_err(torch.tensor([1.0, math.nan, 2.0]), e) == math.inf
+    with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
+        testing.rel_err(torch.zeros(2), torch.zeros(3))
+
+
+def test_assert_close_names_what_and_dtype():
+    e = torch.ones(4, dtype=torch.float64)
+    assert testing.assert_close(e.float(), e) == 0.0
+    with pytest.raises(AssertionError, match=r"grad_x: relative error 1\.000e-02 > 1\.0e-04 \(torch.float32\)"):
+        testing.assert_close((e * 1.01).float(), e, what="grad_x")
+    with pytest.raises(AssertionError, match="non-finite"):
+        testing.assert_close(torch.full((4,), math.inf), e, torch.float32)
+
+
+@pytest.mark.parametrize("layout", testing.LAYOUTS)
+def test_make_inputs_layouts_and_values(layout):
+    x, w, b, gy = testing.make_inputs(3, 7, 6, 2, 3, 9, dtype=torch.bfloat16, layout=layout, seed=5)
+    assert x.shape == gy.shape == (3, 7, 6) and w.shape == (2, 3, 9) and b.shape == (2, 9)
+    assert x.dtype == w.dtype == b.dtype == gy.dtype == torch.bfloat16
+    assert x.is_contiguous() == (layout == "contiguous") == gy.is_contiguous()
+    again = testing.make_inputs(3, 7, 6, 2, 3, 9, dtype=torch.bfloat16, layout=layout, seed=5)
+    for a, c in zip((x, w, b, gy), again):
+        assert torch.equal(a, c)
+    # the same seed gives the same values whatever the layout and dtype (drawn in float64, then rounded)
+    x64 = testing.make_inputs(3, 7, 6, 2, 3, 9, dtype=torch.float64, layout=layout, seed=5).x
+    assert torch.equal(x64.to(torch.bfloat16), x)
+
+
+def test_make_inputs_defaults_and_errors():
+    x, w, b, gy = testing.make_inputs(2, 5, 4, 1, 1, bias=False)
+    assert w.shape == (1, 1, 5) and b is None  # N defaults to L
+    with pytest.raises(ValueError, match="layout"):
+        testing.make_inputs(2, 5, 4, 1, 1, layout="strided")
+
+
+def test_references_agree_and_reject_bad_shapes():
+    x, w, b, gy = testing.make_inputs(2, 33, 8, 2, 3, 40, dtype=torch.float64, seed=1)
+    dense, fft = testing.causal_toeplitz_dense(x, w, b), testing.causal_toeplitz_fft(x, w, b)
+    assert testing.rel_err(fft, dense) < 1e-12
+    for a, c in zip(testing.causal_toeplitz_backward_reference(gy, x, w),
+                    testing.causal_toeplitz_backward_reference(gy, x, w, fft=True)):
+        assert testing.rel_err(a, c) < 1e-12
+    with pytest.raises(ValueError, match="N >= L"):
+        testing.causal_toeplitz_dense(x, w[:, :, :20])
+
+
+def test_ops_reference_is_the_same_definition():
+    from tmm.ops import reference
+
+    assert reference.causal_toeplitz_dense is testing.causal_toeplitz_dense
+    assert reference.causal_toeplitz_fft is testing.causal_toeplitz_fft
+
+
+IMPORT_WITHOUT_NATIVE = """
+import torch, tmm, tmm.testing as t, tmm.bench.timing, tmm.bench.report, tmm.files
+x, w, b, gy = t.make_inputs(2, 9, 4, 2, 1, seed=0)
+assert t.rel_err(t.causal_toeplitz_fft(x, w, b), t.causal_toeplitz_dense(x, w, b)) < 1e-5
+assert not hasattr(torch.ops.tmm, "causal_toeplitz"), "nothing registered without the native module"
+for name in ("ops", "models"):
+    try:
+        __import__("tmm." + name)
+    except ImportError as e:
+        assert "tmm._C" in str(e) and "not built" in str(e), e
+    else:
+        raise AssertionError("tmm." + name + " imported without tmm._C")
+print("ok")
+"""
+
+
+def test_import_without_the_native_build(tmp_path):
+    """A source tree with no build (no tmm._C, no _build_info): the pure-Python
+    parts work and the native ones say what is missing."""
+    tree = tmp_path / "src"
+    shutil.copytree(REPO / "tmm", tree / "tmm",
+                    ignore=shutil.ignore_patterns("*.so", "*.so.*", "_build_info.py", "__pycache__"))
+    run = subprocess.run([sys.executable, "-c", IMPORT_WITHOUT_NATIVE], cwd=tmp_path, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(tree)}, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
+
+
+BLOCK_C = """
+import sys
+class Block:  # tmm._C made unimportable, as on a machine that built only libtmm_torch
+    def find_spec(self, name, path=None, target=None):
+        if name == "tmm._C":
+            raise ModuleNotFoundError("No module named 'tmm._C'", name="tmm._C")
+sys.meta_path.insert(0, Block())
+""" + IMPORT_WITHOUT_NATIVE
+
+
+def test_import_with_the_native_module_blocked():
+    run = subprocess.run([sys.executable, "-c", BLOCK_C], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
+
+
+def test_a_broken_native_module_is_still_an_error(tmp_path):
+    """Only an absent module is tolerated: one that fails to load is an error at import."""
+    code = ("import sys\nclass Broken:\n    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'tmm._C':\n            raise ImportError('undefined symbol: foo')\n"
+            "sys.meta_path.insert(0, Broken())\nimport tmm\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0 and "undefined symbol: foo" in run.stderr

@@ -1,0 +1,115 @@
+"""Peak memory of one call, two ways.
+
+  alloc  peak_alloc_bytes: the extra bytes live at the peak through torch's
+         allocator. CPU: torch.profiler (profile_memory=True) records every
+         allocation and free made through c10's CPU allocator; the running
+         sum of those events in time order is the live extra bytes, its
+         maximum the peak. Inputs allocated before the call do not count; the
+         outputs it returns do. Blind to memory a library takes by itself
+         (MKL FFT workspaces, std::vector scratch inside a kernel) and,
+         possibly, to allocations made on worker threads. CUDA:
+         torch.cuda.max_memory_allocated() minus what was allocated before.
+  rss    RssProbe: the resident-set growth of this process: glibc's
+         malloc_trim(0) returns freed heap pages to the OS,
+         /proc/self/clear_refs ("5") resets the peak RSS, and the peak is
+         VmHWM after the call minus VmRSS before. Sees every byte touched (any
+         allocator, any thread), at page granularity, with some noise
+         (thread stacks, lazily loaded code). Linux only; unavailable where
+         /proc/self/clear_refs cannot be written.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import warnings
+from typing import Any, Callable, Optional
+
+import torch
+
+from .timing import synchronize
+
+__all__ = ["status_kib", "reset_peak_rss", "RssProbe", "peak_alloc_bytes"]
+
+# (A CUDA build of torch without a GPU: the profiler's Kineto backend logs an
+# error unless KINETO_LOG_LEVEL=5 is set before torch is imported; the
+# benchmark scripts set it.)
+
+
+def status_kib(field: str) -> int:
+    """A field of /proc/self/status in KiB (VmRSS, VmHWM, VmSize)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss() -> None:
+    """Reset VmHWM (the peak resident set) to the current resident set."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+class RssProbe:
+    """Peak resident-set growth of this process over one call (Linux/glibc)."""
+
+    def __init__(self) -> None:
+        try:
+            libc = ctypes.CDLL("libc.so.6")
+            self._trim = libc.malloc_trim
+            self._trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            self._trim = None
+        try:
+            reset_peak_rss()
+            status_kib("VmHWM")
+            self.ok = True
+        except OSError:
+            self.ok = False
+
+    def measure(self, fn: Callable[[], Any]) -> Optional[int]:
+        if not self.ok:
+            return None
+        gc.collect()
+        if self._trim is not None:
+            self._trim(0)
+        before = status_kib("VmRSS")
+        reset_peak_rss()
+        out = fn()
+        peak = status_kib("VmHWM")
+        del out
+        return max(0, peak - before) * 1024
+
+
+def peak_alloc_bytes(fn: Callable[[], Any], device="cpu") -> Optional[int]:
+    """Peak live bytes allocated through torch during fn() (see above)."""
+    gc.collect()
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        base = torch.cuda.memory_allocated(dev)
+        out = fn()
+        synchronize(dev)
+        peak = torch.cuda.max_memory_allocated(dev) - base
+        del out
+        return max(0, int(peak))
+    from torch.profiler import ProfilerActivity, profile
+
+    with warnings.catch_warnings():
+        # "Profiler clears events at the end of each cycle": expected, one cycle each.
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False,
+                     with_stack=False) as prof:
+            out = fn()
+            del out
+    events = []
+    for e in prof.profiler.kineto_results.events():
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU:
+            events.append((e.start_ns(), int(e.nbytes())))
+    events.sort(key=lambda a: a[0])
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak
