@@ -19,7 +19,7 @@ import torch
 
 import tmm
 import tmm.models
-from tmm.io import load_file, save_file
+from tmm.io.safetensors import load_file, save_file
 
 REPO = Path(tmm.__file__).resolve().parent.parent
 MODELS = REPO / "models"

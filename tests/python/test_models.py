@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tmm.models
-from tmm.io import load_file, save_file
+from tmm.io.safetensors import load_file, save_file
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 TINY = sorted(p.stem for p in MODELS.glob("*-tiny.json"))
