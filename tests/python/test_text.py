@@ -13,7 +13,7 @@ import time
 import pytest
 
 import tmm
-from tmm.text import Tokenizer, train_bpe
+from tmm.text import Tokenizer, train_bpe, train_bpe_json
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -240,6 +240,12 @@ def test_train_bpe_from_files(tmp_path):
         train_bpe([tmp_path / "nope.txt"], 600, tmp_path / "x.json")
     with pytest.raises(ValueError, match="vocab_size 100"):
         train_bpe(iter(["a"]), 100, tmp_path / "x.json")
+    with pytest.raises(TypeError, match="vocab_size must be an int"):
+        train_bpe(iter(["a"]), 600.0, tmp_path / "x.json")
+    # the one trainer: train_bpe writes what train_bpe_json returns (pretty-printed), atomically
+    js = train_bpe_json(files, 600)
+    assert json.loads(js) == json.loads((tmp_path / "tok.json").read_text(encoding="utf-8"))
+    assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
 def test_encode_a_megabyte_quickly(trained):
