@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 import tmm.models as M  # noqa: E402
 from tmm.files import atomic_savefig, atomic_write_json, atomic_write_text  # noqa: E402
-from tmm.train import ProgressBar  # noqa: E402
+from tmm.bench.progress import Progress  # noqa: E402
 
 ARCH_EXTRA = {"tmm": {}, "transformer": {"n_heads": 8}, "hyena": {}, "mamba2": {}}
 LONG_CONV = ("tmm", "hyena")
@@ -123,7 +123,7 @@ def main(argv=None):
     cells = [(a, m, c) for a in args.archs for m in methods_of(a) for c in args.contexts
              if m != "recompute" or c <= args.recompute_max]
     n_long = len(args.long_batches) if args.gen_long and "tmm" in args.archs else 0
-    bar = ProgressBar(len(cells) + len(args.archs) + n_long, "decode")
+    bar = Progress(len(cells) + len(args.archs) + n_long, "decode")
     slow = set()
     for arch in args.archs:
         model = build(arch, args, max_len)

@@ -121,10 +121,10 @@ def main(argv=None):
         return child(arch, mode, int(length), float(limit))
     sys.path.insert(0, str(REPO))
     from tmm.files import atomic_write_json, atomic_write_text
-    from tmm.train import ProgressBar
+    from tmm.bench.progress import Progress
 
     rows = []
-    bar = ProgressBar(len(args.archs) * len(args.modes), "limits")
+    bar = Progress(len(args.archs) * len(args.modes), "limits")
     for arch in args.archs:
         for mode in args.modes:
             points = []
