@@ -22,7 +22,7 @@ if str(REPO) not in sys.path:
 
 import tmm.tasks  # noqa: E402
 from tmm.files import atomic_write_text  # noqa: E402
-from tmm.tasks.text import default_corpus  # noqa: E402
+from tmm.tasks.corpus import default_corpus  # noqa: E402
 
 
 def main(argv=None):

@@ -48,7 +48,9 @@ torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)'
 cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$REPO/build/install;$torch_cmake" >/dev/null
 cmake --build build/consumer >/dev/null
 build/consumer/tmm_consumer
-# For tests/python/test_cli.py: the CLI and the installed-package example.
+# For tests/python/test_cli.py: the CLI and the installed-package example;
+# for test_checkpoint_parity.py: the C++ checkpoint tool (a missing one fails those tests).
 export TMM_CLI="$REPO/build/bin/tmm" TMM_CONSUMER_DIR="$REPO/build/consumer"
+export TMM_CHECKPOINT_TOOL="$REPO/build/tests/cpp/tmm_checkpoint_tool"
 log "Python tests (pytest)"
 "$PYTHON" -m pytest tests/python -q "$@"

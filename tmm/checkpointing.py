@@ -44,7 +44,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from . import io as tmm_io
+from .files import atomic_write_bytes, atomic_write_text, fsync_dir
+from .io import safetensors
 
 __all__ = ["CheckpointError", "save", "latest", "read_state", "load", "list_steps", "rng_state", "set_rng_state"]
 
@@ -61,31 +62,6 @@ class CheckpointError(RuntimeError):
 
 def step_dir_name(step: int) -> str:
     return f"step-{int(step):08d}"
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_file(path, data: bytes):
-    """Writes and fsyncs `path` (inside a temporary folder, or as the
-    temporary half of an atomic replace)."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _write_atomic(path, data: bytes):
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    _write_file(tmp, data)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _pause():
@@ -214,10 +190,10 @@ def save(root, step: int, model, optimizer, state: dict, generators: Optional[di
     model.save(tmp)  # config.json + model.safetensors, each written and fsynced by C++
     _pause()
     opt_tensors, opt_js = _optimizer_parts(optimizer)
-    tmm_io.save_file(opt_tensors, tmp / "optimizer.safetensors", {"format": FORMAT})
+    safetensors.save_file(opt_tensors, tmp / "optimizer.safetensors", {"format": FORMAT})
     _pause()
     rng_js, rng_tensors = rng_state(generators)
-    tmm_io.save_file(rng_tensors, tmp / "rng.safetensors", {"format": FORMAT})
+    safetensors.save_file(rng_tensors, tmp / "rng.safetensors", {"format": FORMAT})
     _pause()
     meta = {
         "format": FORMAT,
@@ -230,17 +206,17 @@ def save(root, step: int, model, optimizer, state: dict, generators: Optional[di
     clash = sorted(set(meta) & set(state))
     if clash:
         raise ValueError(f"save: state keys {clash} are reserved")
-    _write_file(tmp / "state.json", (json.dumps({**meta, **state}) + "\n").encode())
-    _fsync_dir(tmp)
+    atomic_write_text(tmp / "state.json", json.dumps({**meta, **state}) + "\n")
+    fsync_dir(tmp)
     _pause()
 
     final = root / name
     if final.exists():  # written by a run killed before it moved `latest`, which names an older step
         _delete(final)
     os.rename(tmp, final)
-    _fsync_dir(root)
+    fsync_dir(root)
     _pause()
-    _write_atomic(root / LATEST, (name + "\n").encode())
+    atomic_write_bytes(root / LATEST, (name + "\n").encode())
 
     kept = [s for s in list_steps(root) if s <= step][-keep:]
     for s in list_steps(root):
@@ -306,7 +282,7 @@ def load(path, model, optimizer=None, generators: Optional[dict] = None) -> dict
     if diff:
         details = ", ".join(f"{k}: checkpoint {saved_config.get(k)!r}, model {config.get(k)!r}" for k in diff)
         raise CheckpointError(f"{path}: the checkpoint's model config differs from the model's ({details})")
-    weights, _ = tmm_io.load_file(path / "model.safetensors")
+    weights, _ = safetensors.load_file(path / "model.safetensors")
     opt_sd = None
     if optimizer is not None:
         names = _param_names(model, optimizer)
@@ -315,9 +291,9 @@ def load(path, model, optimizer=None, generators: Optional[dict] = None) -> dict
                 f"{path}: the optimizer's parameters ({len(names)}) are not the checkpoint's "
                 f"({len(state['param_names'])}) in the same order"
             )
-        opt_tensors, _ = tmm_io.load_file(path / "optimizer.safetensors")
+        opt_tensors, _ = safetensors.load_file(path / "optimizer.safetensors")
         opt_sd = _optimizer_state_dict(opt_tensors, state["optimizer"])
-    rng_tensors, _ = tmm_io.load_file(path / "rng.safetensors")
+    rng_tensors, _ = safetensors.load_file(path / "rng.safetensors")
     missing = [n for n in (generators or {}) if f"generator.{n}" not in rng_tensors]
     if missing:
         raise CheckpointError(f"{path}: no saved state for the generator(s) {missing}")

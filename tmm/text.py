@@ -10,16 +10,18 @@ and C++):
     tok.token_bytes(ids[0]), tok.vocab_size, tok.kind
 
 ``train_bpe`` trains a byte-level BPE with the ``tokenizers`` package and
-saves its tokenizer.json. See docs/tokenizers.md.
+saves its tokenizer.json (``train_bpe_json`` returns the JSON text instead).
+See docs/tokenizers.md.
 """
 import os
 from collections.abc import Iterable
 
 from ._C import Tokenizer
+from .files import atomic_write_text
 
 Tokenizer.__module__ = __name__
 
-__all__ = ["Tokenizer", "train_bpe"]
+__all__ = ["Tokenizer", "train_bpe", "train_bpe_json"]
 
 
 def _files(source):
@@ -36,17 +38,24 @@ def _files(source):
     return paths
 
 
-def train_bpe(files_or_iterator, vocab_size, path, *, special_tokens=("<|endoftext|>",),
-              add_prefix_space=False, min_frequency=2):
-    """Trains a byte-level BPE (GPT-2 style) and writes its tokenizer.json.
+def train_bpe_json(files_or_iterator, vocab_size, *, special_tokens=("<|endoftext|>",),
+                   add_prefix_space=False, min_frequency=2, pretty=False) -> str:
+    """Trains a byte-level BPE (GPT-2 style) with the ``tokenizers`` package
+    and returns its tokenizer.json text: tmm's one BPE trainer.
 
     files_or_iterator: a path or a list/tuple of paths of text files, or any
     other iterable of str (a generator, ``iter(list_of_texts)``).
     vocab_size: the size to reach: 256 byte tokens + special tokens + merges.
-    path: where tokenizer.json is written. Returns the loaded ``Tokenizer``.
+    min_frequency: merges of pairs seen fewer times are not learned (0 or 1:
+    every pair counts).
     """
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, pre_tokenizers, trainers
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"train_bpe: vocab_size must be an int, got {vocab_size!r}")
+    try:
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import decoders, models, pre_tokenizers, trainers
+    except ImportError:
+        raise ImportError("train_bpe needs the `tokenizers` package (pip install tokenizers)") from None
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(alphabet) + len(special_tokens):
@@ -66,6 +75,12 @@ def train_bpe(files_or_iterator, vocab_size, path, *, special_tokens=("<|endofte
     else:
         raise TypeError(f"train_bpe: expected a path, a list of paths or an iterable of str, "
                         f"got {type(files_or_iterator).__name__}")
-    path = os.fspath(path)
-    tok.save(path)
-    return Tokenizer.from_file(path)
+    return tok.to_str(pretty=pretty)
+
+
+def train_bpe(files_or_iterator, vocab_size, path, **options):
+    """Trains a byte-level BPE (:func:`train_bpe_json`, same arguments and
+    options), writes its tokenizer.json to ``path`` (atomically) and returns
+    the loaded ``Tokenizer``."""
+    atomic_write_text(path, train_bpe_json(files_or_iterator, vocab_size, pretty=True, **options))
+    return Tokenizer.from_file(os.fspath(path))

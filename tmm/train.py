@@ -1,4 +1,4 @@
-"""A small training loop for the comparison scripts (``scripts/compare.py``).
+"""A small training loop for the experiment drivers (:mod:`tmm.experiments`).
 
     task = tmm.tasks.make("copy", n=32)
     model = tmm.models.build(config)
@@ -71,15 +71,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import time
 from typing import Callable, Optional
 
 import torch
 
 from . import checkpointing
+from .bench.progress import Progress
 
-__all__ = ["TrainConfig", "TrainResult", "NonFiniteError", "train", "flops_per_token", "ProgressBar"]
+__all__ = ["TrainConfig", "TrainResult", "NonFiniteError", "train", "evaluate", "flops_per_token"]
 
 
 @dataclasses.dataclass
@@ -164,71 +164,6 @@ def flops_per_token(config: dict, num_params: int, seq_len: int) -> float:
     return 6.0 * num_params + 3.0 * layers * mix
 
 
-class ProgressBar:
-    """tqdm when it is installed, else a plain text bar on stderr (redrawn
-    at most twice a second) with rate and ETA. ``update(n, **postfix)``."""
-
-    def __init__(self, total, desc="", enabled=True, initial=0):
-        self.total, self.desc, self.enabled = total, desc, enabled
-        self.n, self.postfix = initial, {}
-        self._initial = initial  # steps done before this bar (a resumed run): not in the rate
-        self._tqdm = None
-        self._start = self._last = time.monotonic()
-        if not enabled:
-            return
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            tqdm = None
-        if tqdm is not None:
-            self._tqdm = tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True, leave=True, file=sys.stderr,
-                              initial=initial)
-
-    def update(self, n=1, **postfix):
-        self.n += n
-        self.postfix.update(postfix)
-        if not self.enabled:
-            return
-        if self._tqdm is not None:
-            if postfix:
-                self._tqdm.set_postfix(self.postfix, refresh=False)
-            self._tqdm.update(n)
-            return
-        now = time.monotonic()
-        if now - self._last >= 0.5:
-            self._last = now
-            self._draw(now)
-
-    def _draw(self, now, end="\r"):
-        elapsed = now - self._start
-        frac = self.n / self.total if self.total else 1.0
-        width = 24
-        filled = int(width * min(frac, 1.0))
-        rate = (self.n - self._initial) / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - self.n) / rate if rate > 0 else float("nan")
-        post = " ".join(f"{k}={v}" for k, v in self.postfix.items())
-        sys.stderr.write(
-            f"{self.desc} [{'#' * filled}{'.' * (width - filled)}] {self.n}/{self.total} "
-            f"{_hms(elapsed)}<{_hms(eta)} {rate:.2f} step/s {post}\x1b[K{end}"
-        )
-        sys.stderr.flush()
-
-    def close(self):
-        if not self.enabled:
-            return
-        if self._tqdm is not None:
-            self._tqdm.close()
-        else:
-            self._draw(time.monotonic(), end="\n")
-
-
-def _hms(s):
-    if not math.isfinite(s):
-        return "?"
-    s = int(round(s))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
-
-
 def _lr_at(step, cfg):
     """Learning rate for step `step` (0-based): linear warm-up, linear decay."""
     if cfg.warmup > 0 and step < cfg.warmup:
@@ -302,12 +237,7 @@ def evaluate(model, task, eval_set):
     return sum(losses) / len(losses), sum(accs) / len(accs)
 
 
-def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] = None) -> TrainResult:
-    """Trains `model` on `task` for cfg.steps steps (or until cfg.time_budget_s);
-    returns a :class:`TrainResult`. Raises :class:`NonFiniteError` when the
-    numerical guard finds a NaN or an infinity, and
-    :class:`tmm.checkpointing.CheckpointError` when ``resume`` finds a
-    checkpoint that does not fit this model or these settings."""
+def _check_config(cfg):
     if cfg.checkpoint_every < 0:
         raise ValueError(f"train: checkpoint_every must be >= 0, got {cfg.checkpoint_every}")
     if cfg.checkpoint_keep < 1:
@@ -315,180 +245,243 @@ def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] =
     if (cfg.checkpoint_every or cfg.resume) and not cfg.checkpoint_dir:
         what = "resume=True" if cfg.resume else f"checkpoint_every={cfg.checkpoint_every}"
         raise ValueError(f"train: {what} needs checkpoint_dir (the folder of the checkpoints)")
-    rank, world = _distributed()
-    main = rank == 0
-    if cfg.batch_size % world:
-        raise ValueError(f"train: batch_size {cfg.batch_size} does not divide by the world size {world}")
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))
-    from .tasks import IGNORE_INDEX
 
-    device = next(model.parameters()).device
-    params = model.num_parameters()
-    config = model.config if hasattr(model, "config") else {}
-    fpt = flops_per_token(config, params, task.seq_len)
-    tokens_per_step = cfg.batch_size * task.seq_len
 
-    # Batches come from CPU generators: the same data on every device and rank.
-    gen = torch.Generator().manual_seed(cfg.seed)
-    eval_set = []
-    if main:
-        eval_gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)  # held out: another stream
+class _Training:
+    """The state of one :func:`train` call and its stages: set-up (here),
+    :meth:`step`, :meth:`evaluate`, :meth:`save_checkpoint`, :meth:`result`."""
+
+    def __init__(self, model, task, cfg, log):
+        self.model, self.task, self.cfg, self.log = model, task, cfg, log
+        self.rank, self.world = _distributed()
+        self.main = self.rank == 0
+        if cfg.batch_size % self.world:
+            raise ValueError(f"train: batch_size {cfg.batch_size} does not divide by the world size {self.world}")
+        if cfg.threads:
+            torch.set_num_threads(int(cfg.threads))
+        self.device = next(model.parameters()).device
+        config = model.config if hasattr(model, "config") else {}
+        self.fpt = flops_per_token(config, model.num_parameters(), task.seq_len)
+        self.tokens_per_step = cfg.batch_size * task.seq_len
+        # Batches come from CPU generators: the same data on every device and rank.
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.eval_set = self._eval_set() if self.main else []
+        self.opt = _optimizer(model, cfg)
+        model.train()
+        self.rows, self.losses = [], []
+        self.wall, elapsed_before = 0.0, 0.0
+        self.loss_sum, self.loss_n = 0.0, 0
+        self.step_count = 0
+        self.stopped = None
+        self.resumed_from = None
+        if cfg.resume:
+            elapsed_before = self._resume()
+        self.t_start = time.monotonic() - elapsed_before
+        self.fwd = model
+        if self.world > 1:
+            self._wrap_ddp()
+
+    def _eval_set(self):
+        """The fixed held-out set: another seeded stream, the task's held-out split when it has one."""
+        cfg = self.cfg
+        eval_gen = torch.Generator().manual_seed(cfg.seed + 1_000_003)
         eval_bs = cfg.eval_batch_size or cfg.batch_size
-        eval_batch = getattr(task, "eval_batch", None) or task.batch  # a held-out split when the task has one
+        eval_batch = getattr(self.task, "eval_batch", None) or self.task.batch
+        out = []
         for _ in range(max(cfg.eval_batches, 1)):
             ids, labels = eval_batch(eval_bs, eval_gen)
-            eval_set.append((ids.to(device), labels.to(device)))
+            out.append((ids.to(self.device), labels.to(self.device)))
+        return out
 
-    opt = _optimizer(model, cfg)
-    model.train()
-    rows, losses = [], []
-    wall, elapsed_before = 0.0, 0.0
-    loss_sum, loss_n = 0.0, 0
-    step = 0
-    stopped = None
-    resumed_from = None
-    if cfg.resume:
-        path = checkpointing.latest(cfg.checkpoint_dir)
-        if path is not None:
-            _check_resumable(path, checkpointing.read_state(path).get("train_config") or {}, cfg)
-            saved = checkpointing.load(path, model, opt, {"data": gen})
-            step = resumed_from = saved["step"]
-            rows, losses = saved["rows"], saved["losses"]
-            loss_sum, loss_n = saved["loss_sum"], saved["loss_n"]
-            wall, elapsed_before = saved["wall_s"], saved["total_s"]
-            stopped = saved["stopped_early"]
-            if not main:
-                rows = []
-    t_start = time.monotonic() - elapsed_before
+    def _resume(self):
+        """Loads the newest checkpoint, if any; returns the time the run had already taken."""
+        path = checkpointing.latest(self.cfg.checkpoint_dir)
+        if path is None:
+            return 0.0
+        _check_resumable(path, checkpointing.read_state(path).get("train_config") or {}, self.cfg)
+        saved = checkpointing.load(path, self.model, self.opt, {"data": self.gen})
+        self.step_count = self.resumed_from = saved["step"]
+        self.rows, self.losses = saved["rows"], saved["losses"]
+        self.loss_sum, self.loss_n = saved["loss_sum"], saved["loss_n"]
+        self.wall = saved["wall_s"]
+        self.stopped = saved["stopped_early"]
+        if not self.main:
+            self.rows = []
+        return saved["total_s"]
 
-    fwd = model
-    if world > 1:
+    def _wrap_ddp(self):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
         # Broadcasts rank 0's parameters, then averages gradients in backward.
-        fwd = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        comm_device = device if dist.get_backend() == "nccl" else torch.device("cpu")
-        per_rank = cfg.batch_size // world
+        device = self.device
+        self.fwd = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.comm_device = device if dist.get_backend() == "nccl" else torch.device("cpu")
+        self.per_rank = self.cfg.batch_size // self.world
 
-    def emit(step):
-        nonlocal loss_sum, loss_n
-        eval_loss, eval_acc = evaluate(model, task, eval_set)
+    def _stop(self, message, tensor):
+        step = self.step_count + 1
+        raise NonFiniteError(f"training stopped at step {step}: {message}", step, self.rows, tensor)
+
+    def _losses(self, ids, labels):
+        """(what backward differentiates, the global batch's mean loss)."""
+        if self.world == 1:
+            loss = self.fwd(ids.to(self.device), labels=labels.to(self.device)).loss
+            return loss, loss
+        import torch.distributed as dist
+
+        from .tasks import IGNORE_INDEX
+
+        rank, world, per_rank = self.rank, self.world, self.per_rank
+        n_global = int((labels != IGNORE_INDEX).sum())
+        ids, labels = (t[rank * per_rank:(rank + 1) * per_rank].to(self.device) for t in (ids, labels))
+        n_local = int((labels != IGNORE_INDEX).sum())
+        out = self.fwd(ids, labels=labels)
+        # DDP averages gradients over the ranks: weighting each shard's mean loss by
+        # its share of the labelled tokens makes that average the global batch's gradient.
+        if n_local:
+            objective = out.loss * (n_local * world / n_global)
+        else:  # no labelled token here: a zero loss that still joins DDP's reduction
+            objective = out.logits.sum() * 0.0
+        reported = (objective.detach() / world).to(self.comm_device)
+        dist.all_reduce(reported)  # the global batch's mean loss, the same on every rank
+        return objective, reported
+
+    def _clip_guarded(self):
+        """clip_grad_norm_ in two halves, so that the guard looks at the gradients
+        before clipping, which would spread one NaN to all of them. The global
+        norm is finite iff every gradient is (or it overflowed: checked here)."""
+        model, cfg = self.model, self.cfg
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.nn.utils.get_total_norm(grads)
+        if cfg.nan_guard and not torch.isfinite(norm):
+            bad = _first_nonfinite((n, p.grad) for n, p in model.named_parameters())
+            if bad:
+                self._stop(f"the gradient of '{bad[0]}' is not finite ({bad[1]} of {bad[2]} elements; "
+                           "the first such parameter in model.named_parameters() order)", f"grad:{bad[0]}")
+            self._stop(f"the global gradient norm overflowed to {norm.item()} although every gradient is finite",
+                       "grad_norm")
+        torch.nn.utils.clip_grads_with_norm_(model.parameters(), cfg.grad_clip or math.inf, norm)
+
+    def _out_of_time(self):
+        cfg = self.cfg
+        over = cfg.time_budget_s is not None and time.monotonic() - self.t_start >= cfg.time_budget_s
+        if self.world > 1 and cfg.time_budget_s is not None:
+            import torch.distributed as dist
+
+            flag = torch.tensor([int(over)], device=self.comm_device)
+            dist.broadcast(flag, 0)  # rank 0's clock decides, so every rank stops at the same step
+            over = bool(flag.item())
+        return over
+
+    def step(self):
+        """One optimizer step on the next global batch, guarded."""
+        cfg, model, opt = self.cfg, self.model, self.opt
+        t0 = time.monotonic()
+        lr = _lr_at(self.step_count, cfg)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        ids, labels = self.task.batch(cfg.batch_size, self.gen)  # the global batch
+        objective, reported = self._losses(ids, labels)
+        opt.zero_grad(set_to_none=True)
+        if cfg.nan_guard and not torch.isfinite(reported):
+            self._stop(f"the loss is {reported.item()} (not finite)", "loss")
+        objective.backward()
+        self._clip_guarded()
+        opt.step()
+        if cfg.nan_guard and not torch.isfinite(torch.nn.utils.get_total_norm(model.parameters())):
+            bad = _first_nonfinite(model.named_parameters())
+            if bad:
+                self._stop(f"the parameter '{bad[0]}' is not finite after the optimizer step ({bad[1]} of {bad[2]} "
+                           f"elements; lr {lr:g})", f"param:{bad[0]}")
+        self.step_count += 1
+        self.wall += time.monotonic() - t0
+        loss_value = reported.item()
+        self.losses.append(loss_value)
+        self.loss_sum += loss_value
+        self.loss_n += 1
+        if self._out_of_time() and self.step_count < cfg.steps:
+            self.stopped = (f"time budget of {cfg.time_budget_s:.0f} s reached at step {self.step_count} "
+                            f"of {cfg.steps}")
+
+    def evaluate(self):
+        """The evaluation row of the current step, logged (rank 0 only)."""
+        step = self.step_count
+        eval_loss, eval_acc = evaluate(self.model, self.task, self.eval_set)
         row = {
             "step": step,
-            "tokens": step * tokens_per_step,
-            "wall_s": round(wall, 4),
-            "train_loss": (loss_sum / loss_n) if loss_n else None,
+            "tokens": step * self.tokens_per_step,
+            "wall_s": round(self.wall, 4),
+            "train_loss": (self.loss_sum / self.loss_n) if self.loss_n else None,
             "eval_loss": eval_loss,
             "eval_acc": eval_acc,
-            "flops_est": fpt * step * tokens_per_step,
-            "lr": opt.param_groups[0]["lr"],
+            "flops_est": self.fpt * step * self.tokens_per_step,
+            "lr": self.opt.param_groups[0]["lr"],
         }
-        extra = getattr(task, "eval_metrics", None)  # e.g. lm's bits per byte
+        extra = getattr(self.task, "eval_metrics", None)  # e.g. lm's bits per byte
         if extra is not None:
-            row.update(extra(eval_loss, eval_set))
-        loss_sum, loss_n = 0.0, 0
-        rows.append(row)
-        if log is not None:
-            log(row)
+            row.update(extra(eval_loss, self.eval_set))
+        self.loss_sum, self.loss_n = 0.0, 0
+        self.rows.append(row)
+        if self.log is not None:
+            self.log(row)
         return row
 
-    def save_checkpoint():
+    def save_checkpoint(self):
         state = {
-            "train_config": dataclasses.asdict(cfg),
-            "rows": rows,
-            "losses": losses,
-            "loss_sum": loss_sum,
-            "loss_n": loss_n,
-            "wall_s": wall,
-            "total_s": time.monotonic() - t_start,
-            "stopped_early": stopped,
-            "world_size": world,
+            "train_config": dataclasses.asdict(self.cfg),
+            "rows": self.rows,
+            "losses": self.losses,
+            "loss_sum": self.loss_sum,
+            "loss_n": self.loss_n,
+            "wall_s": self.wall,
+            "total_s": time.monotonic() - self.t_start,
+            "stopped_early": self.stopped,
+            "world_size": self.world,
         }
-        checkpointing.save(cfg.checkpoint_dir, step, model, opt, state, {"data": gen}, keep=cfg.checkpoint_keep)
+        checkpointing.save(self.cfg.checkpoint_dir, self.step_count, self.model, self.opt, state,
+                           {"data": self.gen}, keep=self.cfg.checkpoint_keep)
 
-    def stop(message, tensor):
-        raise NonFiniteError(f"training stopped at step {step + 1}: {message}", step + 1, rows, tensor)
+    def due(self, every):
+        """Whether this step gets an evaluation (every = eval_every) or a checkpoint."""
+        return self.step_count % every == 0 or self.step_count == self.cfg.steps or bool(self.stopped)
 
-    bar = ProgressBar(cfg.steps, cfg.desc, cfg.progress and main, initial=step)
+    def result(self):
+        step = self.step_count
+        return TrainResult(
+            rows=self.rows,
+            steps=step,
+            tokens=step * self.tokens_per_step,
+            wall_s=self.wall,
+            total_s=time.monotonic() - self.t_start,
+            flops_est=self.fpt * step * self.tokens_per_step,
+            stopped_early=self.stopped,
+            losses=self.losses,
+            resumed_from=self.resumed_from,
+        )
+
+
+def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] = None) -> TrainResult:
+    """Trains `model` on `task` for cfg.steps steps (or until cfg.time_budget_s);
+    returns a :class:`TrainResult`. Raises :class:`NonFiniteError` when the
+    numerical guard finds a NaN or an infinity, and
+    :class:`tmm.checkpointing.CheckpointError` when ``resume`` finds a
+    checkpoint that does not fit this model or these settings."""
+    _check_config(cfg)
+    run = _Training(model, task, cfg, log)
+    bar = Progress(cfg.steps, cfg.desc, unit="step", initial=run.step_count, enabled=cfg.progress and run.main)
     try:
-        if resumed_from is None and main:
-            emit(0)
-        while step < cfg.steps and not stopped:
-            t0 = time.monotonic()
-            lr = _lr_at(step, cfg)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            ids, labels = task.batch(cfg.batch_size, gen)  # the global batch
-            if world == 1:
-                objective = reported = fwd(ids.to(device), labels=labels.to(device)).loss
-            else:
-                n_global = int((labels != IGNORE_INDEX).sum())
-                ids, labels = (t[rank * per_rank:(rank + 1) * per_rank].to(device) for t in (ids, labels))
-                n_local = int((labels != IGNORE_INDEX).sum())
-                out = fwd(ids, labels=labels)
-                # DDP averages gradients over the ranks: weighting each shard's mean loss by
-                # its share of the labelled tokens makes that average the global batch's gradient.
-                if n_local:
-                    objective = out.loss * (n_local * world / n_global)
-                else:  # no labelled token here: a zero loss that still joins DDP's reduction
-                    objective = out.logits.sum() * 0.0
-                reported = (objective.detach() / world).to(comm_device)
-                dist.all_reduce(reported)  # the global batch's mean loss, the same on every rank
-            opt.zero_grad(set_to_none=True)
-            if cfg.nan_guard and not torch.isfinite(reported):
-                stop(f"the loss is {reported.item()} (not finite)", "loss")
-            objective.backward()
-            # clip_grad_norm_ in two halves, so that the guard looks at the gradients
-            # before clipping, which would spread one NaN to all of them. The global
-            # norm is finite iff every gradient is (or it overflowed: checked below).
-            grads = [p.grad for p in model.parameters() if p.grad is not None]
-            norm = torch.nn.utils.get_total_norm(grads)
-            if cfg.nan_guard and not torch.isfinite(norm):
-                bad = _first_nonfinite((n, p.grad) for n, p in model.named_parameters())
-                if bad:
-                    stop(f"the gradient of '{bad[0]}' is not finite ({bad[1]} of {bad[2]} elements; "
-                         "the first such parameter in model.named_parameters() order)", f"grad:{bad[0]}")
-                stop(f"the global gradient norm overflowed to {norm.item()} although every gradient is finite",
-                     "grad_norm")
-            torch.nn.utils.clip_grads_with_norm_(model.parameters(), cfg.grad_clip or math.inf, norm)
-            opt.step()
-            if cfg.nan_guard and not torch.isfinite(torch.nn.utils.get_total_norm(model.parameters())):
-                bad = _first_nonfinite(model.named_parameters())
-                if bad:
-                    stop(f"the parameter '{bad[0]}' is not finite after the optimizer step ({bad[1]} of {bad[2]} "
-                         f"elements; lr {lr:g})", f"param:{bad[0]}")
-            step += 1
-            wall += time.monotonic() - t0
-            loss_value = reported.item()
-            losses.append(loss_value)
-            loss_sum += loss_value
-            loss_n += 1
-            over = cfg.time_budget_s is not None and time.monotonic() - t_start >= cfg.time_budget_s
-            if world > 1 and cfg.time_budget_s is not None:
-                flag = torch.tensor([int(over)], device=comm_device)
-                dist.broadcast(flag, 0)  # rank 0's clock decides, so every rank stops at the same step
-                over = bool(flag.item())
-            if over and step < cfg.steps:
-                stopped = f"time budget of {cfg.time_budget_s:.0f} s reached at step {step} of {cfg.steps}"
-            if main and (step % cfg.eval_every == 0 or step == cfg.steps or stopped):
-                row = emit(step)
+        if run.resumed_from is None and run.main:
+            run.evaluate()
+        while run.step_count < cfg.steps and not run.stopped:
+            run.step()
+            if run.main and run.due(cfg.eval_every):
+                row = run.evaluate()
                 bar.update(1, loss=f"{row['eval_loss']:.3f}", acc=f"{row['eval_acc']:.3f}")
             else:
                 bar.update(1)
-            if main and cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.steps or stopped):
-                save_checkpoint()
+            if run.main and cfg.checkpoint_every and run.due(cfg.checkpoint_every):
+                run.save_checkpoint()
     finally:
         bar.close()
-    return TrainResult(
-        rows=rows,
-        steps=step,
-        tokens=step * tokens_per_step,
-        wall_s=wall,
-        total_s=time.monotonic() - t_start,
-        flops_est=fpt * step * tokens_per_step,
-        stopped_early=stopped,
-        losses=losses,
-        resumed_from=resumed_from,
-    )
+    return run.result()

@@ -122,23 +122,3 @@ def one_thread(restore_threads):
     """Tiny models gain nothing from threads, and on a loaded 2-core machine
     OpenMP's spinning workers make each call ~100x slower."""
     torch.set_num_threads(1)
-
-
-def load_script(name):
-    """scripts/<name>.py as a module. The scripts set OMP_WAIT_POLICY when
-    imported; the environment is put back as it was."""
-    before = os.environ.get("OMP_WAIT_POLICY")
-    spec = importlib.util.spec_from_file_location(f"{name}_script", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if before is None:
-        os.environ.pop("OMP_WAIT_POLICY", None)
-    else:
-        os.environ["OMP_WAIT_POLICY"] = before
-    return module
-
-
-@pytest.fixture(scope="module")
-def compare():
-    """scripts/compare.py as a module."""
-    return load_script("compare")

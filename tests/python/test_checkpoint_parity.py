@@ -5,13 +5,16 @@ file written by the `safetensors` package loads in C++; a model trained from
 C++ reloads in Python with the tool's logits; broken checkpoints are clear
 errors in both languages.
 
-The tool is looked up at $TMM_CHECKPOINT_TOOL, else
-<repo>/build/tests/cpp/tmm_checkpoint_tool; without it the tests are skipped.
+The tool is $TMM_CHECKPOINT_TOOL, which scripts/test.sh sets: then a
+missing tool fails every test. Run outside test.sh (the variable unset), the
+tool is looked up at <repo>/build/tests/cpp/tmm_checkpoint_tool and the tests
+are skipped, saying why, when it is not built there.
 """
 import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,24 +22,31 @@ import torch
 
 import tmm
 import tmm.models
-from tmm.io import load_file, save_file
+from tmm.io.safetensors import load_file, save_file
 
 REPO = Path(tmm.__file__).resolve().parent.parent
 MODELS = REPO / "models"
 TINY = sorted(p.stem for p in MODELS.glob("*-tiny.json"))
-TOOL = Path(os.environ.get("TMM_CHECKPOINT_TOOL") or REPO / "build" / "tests" / "cpp" / "tmm_checkpoint_tool")
+TOOL_ENV = os.environ.get("TMM_CHECKPOINT_TOOL")
+TOOL = Path(TOOL_ENV or REPO / "build" / "tests" / "cpp" / "tmm_checkpoint_tool")
 B, L = 2, 16
 STEPS = 20
 TOL = 1e-5  # max|C++ - Python| / max|Python|, float32
 
-pytestmark = [
-    pytest.mark.skipif(
-        not (TOOL.is_file() and os.access(TOOL, os.X_OK)),
-        reason=f"the C++ checkpoint tool {TOOL} is not built "
-        "(cmake --build build --target tmm_checkpoint_tool, or set TMM_CHECKPOINT_TOOL)",
-    ),
-    pytest.mark.usefixtures("one_thread"),
-]
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(autouse=True)
+def tool():
+    """The tool, or a failure (TMM_CHECKPOINT_TOOL set: scripts/test.sh
+    built it) or a skip (not set) naming what is missing."""
+    if TOOL.is_file() and os.access(TOOL, os.X_OK):
+        return TOOL
+    if TOOL_ENV:
+        pytest.fail(f"TMM_CHECKPOINT_TOOL={TOOL_ENV} is not an executable file "
+                    "(scripts/test.sh builds it: cmake --build build --target tmm_checkpoint_tool)")
+    pytest.skip(f"the C++ checkpoint tool {TOOL} is not built (cmake --build build --target "
+                "tmm_checkpoint_tool, or set TMM_CHECKPOINT_TOOL; scripts/test.sh does both)")
 
 
 @pytest.fixture(params=TINY)
@@ -210,3 +220,14 @@ def test_broken_checkpoint_is_a_clear_error(name, breakage, tmp_path):
     with pytest.raises((RuntimeError, OSError, ValueError)) as info:
         tmm.models.load(ckpt)
     assert str(bad) in str(info.value), f"{breakage}: Python's message does not name {bad}: {info.value}"
+
+
+def test_a_missing_tool_fails_under_test_sh(tmp_path):
+    """With TMM_CHECKPOINT_TOOL set (as scripts/test.sh sets it) but no tool
+    there, the tests fail instead of skipping."""
+    env = dict(os.environ, TMM_CHECKPOINT_TOOL=str(tmp_path / "no-tool"), OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+                        "-k", "test_python_save_cpp_logits and tmm-tiny"],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ("1 error" in r.stdout or "1 failed" in r.stdout) and "is not an executable file" in r.stdout

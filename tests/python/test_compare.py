@@ -1,9 +1,13 @@
-"""scripts/compare.py and tmm.train: a smoke run of the comparison on the tiny
-configs (every output file exists and parses), and the training loop's
-numerical guard."""
+"""The comparison driver (tmm.experiments.compare) and tmm.train: a smoke run
+on the tiny configs (every output file exists and parses), the main job's
+defaults (--archs picks the cpu-small configs, --time-budget-min sizes and
+caps the runs), the training loop's numerical guard, and scripts/compare.py
+run as a command line."""
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,23 +15,25 @@ import torch
 
 import tmm.models
 import tmm.tasks
+from tmm.experiments import budget
+from tmm.experiments.compare import DEFAULT_ARCHS, CompareSettings, run_comparison
+from tmm.experiments.errors import SettingsError
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["tmm", "transformer", "hyena", "mamba2"]
 
 
+def tiny_settings(out, **kw):
+    base = dict(configs=[str(REPO / "models" / f"{a}-tiny.json") for a in TINY], n=4, steps=4, batch_size=2,
+                eval_every=2, eval_batches=1, threads=1, out=str(out), no_progress=True)
+    return CompareSettings(**{**base, **kw})
+
+
 @pytest.mark.timeout(120)
-def test_smoke_run_writes_every_file(compare, tmp_path, restore_threads, capsys):
-    configs = ",".join(f"models/{a}-tiny.json" for a in TINY)
-    argv = ["--configs", configs, "--n", "4", "--steps", "4", "--batch-size", "2", "--eval-every", "2",
-            "--eval-batches", "1", "--threads", "1", "--out", str(tmp_path), "--no-progress"]
-    old_cwd = os.getcwd()
-    os.chdir(REPO)  # the config paths are relative to the repository root
-    try:
-        assert compare.main(argv) == 0
-    finally:
-        os.chdir(old_cwd)
+def test_smoke_run_writes_every_file(tmp_path, restore_threads):
+    result = run_comparison(tiny_settings(tmp_path))
+    assert result.exit_code == 0 and result.out == tmp_path
 
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     for arch in TINY:
@@ -48,22 +54,99 @@ def test_smoke_run_writes_every_file(compare, tmp_path, restore_threads, capsys)
         assert m["params"] == tmm.models.build(m["config"]).num_parameters()
     assert "revision" in config["git"] and "dirty" in config["git"]
     assert config["machine"]["torch"] == torch.__version__
+    assert config["time_budget_s"] is None  # --steps given: no budget
 
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert [s["arch"] for s in summary["runs"]] == TINY
+    assert [s["arch"] for s in summary["runs"]] == TINY == [s["arch"] for s in result.summaries]
     assert all(s["steps"] == 4 and s["status"] == "done" for s in summary["runs"])
+    assert summary["verdict"] == result.verdict
     md = (tmp_path / "summary.md").read_text()
     assert "| arch | params |" in md and "**Verdict:**" in md
     for arch in TINY:
         assert f"| {arch} |" in md
+    assert "final acc" in result.table.splitlines()[0]
 
     pytest.importorskip("matplotlib")
     for name in ("vs_steps.png", "vs_wall.png", "vs_flops.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]  # no temporaries left
 
-    printed = capsys.readouterr().out
-    assert "final acc" in printed and printed.rstrip().endswith(summary["verdict"])
+
+def test_default_archs_are_the_cpu_small_configs(tmp_path, restore_threads):
+    """The main job (scripts/run.sh: no arguments) compares the four
+    <arch>-cpu-small configs; --archs picks a subset, in its order."""
+    assert CompareSettings().archs == DEFAULT_ARCHS == "tmm,transformer,hyena,mamba2"
+    result = run_comparison(CompareSettings(archs="hyena,tmm", n=4, steps=1, batch_size=2, eval_every=1,
+                                            eval_batches=1, threads=1, out=str(tmp_path), no_progress=True))
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert [(m["label"], m["config_name"]) for m in config["models"]] == [("hyena", "hyena-cpu-small"),
+                                                                           ("tmm", "tmm-cpu-small")]
+    for m in config["models"]:
+        cpu_small = json.loads((REPO / "models" / f"{m['config_name']}.json").read_text())
+        assert m["config"]["d_model"] == cpu_small["d_model"] and m["config"]["n_layers"] == cpu_small["n_layers"]
+        assert m["config"]["max_len"] == 8  # the task's length (--max-len task)
+    assert [s["arch"] for s in result.summaries] == ["hyena", "tmm"]
+    with pytest.raises(SettingsError, match="no architectures"):
+        run_comparison(CompareSettings(archs=" , ", steps=1, out=str(tmp_path / "x")))
+
+
+def test_time_budget_defaults():
+    """8 minutes without --steps, none with them, --time-budget-min when given."""
+    assert CompareSettings().budget_s() == 8 * 60
+    assert CompareSettings(steps=100).budget_s() is None
+    assert CompareSettings(steps=100, time_budget_min=2.5).budget_s() == 150
+    assert CompareSettings(time_budget_min=0.5).budget_s() == 30
+    with pytest.raises(SettingsError, match="--time-budget-min must be > 0"):
+        CompareSettings(time_budget_min=0).checked()
+    # The step count fits the budget: steps x (sum of step times) + evaluations, 15% spare.
+    est = {"a": 0.1, "b": 0.3}
+    steps = budget.size_steps(480, est, eval_batches=4)
+    assert steps == int(0.85 * 480 / 0.4 - 22 * 4 / 3)
+    assert budget.size_steps(1, est, 4) == 10  # never fewer than 10
+    # Shares in proportion to the step times of the runs still to come.
+    assert budget.proportional_share(100, "b", ["a", "b"], est) == pytest.approx(75)
+    assert budget.proportional_share(100, "b", ["a", "b"]) == pytest.approx(50)
+    assert budget.proportional_share(0.1, "a", ["a"]) == 1.0
+
+
+@pytest.mark.timeout(180)
+def test_time_budget_sizes_and_caps_the_runs(tmp_path, restore_threads):
+    """Without --steps, timed steps size the run to the budget; a budget too
+    small for the steps stops each architecture early, and the summary says so."""
+    sized = run_comparison(CompareSettings(configs=[str(REPO / "models" / "tmm-tiny.json")], n=4, batch_size=2,
+                                           eval_batches=1, threads=1, time_budget_min=0.02,
+                                           out=str(tmp_path / "sized"), no_progress=True))
+    config = json.loads((tmp_path / "sized" / "config.json").read_text())
+    assert config["time_budget_s"] == pytest.approx(1.2) and set(config["timed_step_s"]) == {"tmm"}
+    assert config["steps"] == budget.size_steps(1.2, config["timed_step_s"], 1)
+    assert any("sized to the 0.02-minute budget" in n for n in sized.notes)
+
+    capped = run_comparison(CompareSettings(configs=[str(REPO / "models" / f"{a}-tiny.json") for a in ("tmm", "hyena")],
+                                            n=4, steps=100000, batch_size=2, eval_every=1000, eval_batches=1,
+                                            threads=1, time_budget_min=0.03, out=str(tmp_path / "capped"),
+                                            no_progress=True))
+    for s in capped.summaries:
+        assert s["status"] == "stopped" and 0 < s["steps"] < 100000, s
+        assert "time budget" in s["note"]
+    assert "(stopped)" in capped.table
+
+
+def test_settings_errors_name_the_flag(tmp_path):
+    with pytest.raises(SettingsError, match="--corpus applies to --task lm only"):
+        CompareSettings(task="copy", corpus="x.txt").task_options()
+    with pytest.raises(SettingsError, match="--n applies"):
+        CompareSettings(task="mqar", n=4).task_options()
+    with pytest.raises(SettingsError, match="--steps must be >= 1, got 0"):
+        CompareSettings(steps=0).checked()
+    with pytest.raises(SettingsError, match="--resume needs --out"):
+        CompareSettings(resume=True).checked()
+    with pytest.raises(SettingsError, match="KEY=VALUE"):
+        CompareSettings(task_option=["novalue"]).task_options()
+    with pytest.raises(SettingsError, match="no config file or name 'nope-cpu-small'"):
+        run_comparison(CompareSettings(archs="nope", steps=1, out=str(tmp_path)))
+    assert CompareSettings(task="lm", task_option=["vocab=512", "corpus=a.txt"]).task_options() == {
+        "vocab": 512, "corpus": "a.txt"}
+    assert CompareSettings(configs=["a,b", "c"]).checked().configs == ["a", "b", "c"]
 
 
 def test_nonfinite_loss_stops_naming_the_step(restore_threads):
@@ -93,3 +176,26 @@ def test_loss_decreases_and_rows_are_logged(restore_threads):
     assert [r["step"] for r in rows] == [0, 10, 20, 30] and res.rows == rows
     assert rows[-1]["eval_loss"] < rows[0]["eval_loss"]
     assert res.flops_est == pytest.approx(flops_per_token(model.config, model.num_parameters(), 8) * 30 * 8 * 8)
+
+
+@pytest.mark.timeout(180)
+def test_compare_script_command_line(tmp_path):
+    """scripts/compare.py: flags in, the driver's files out, the table and verdict printed;
+    a bad flag is argparse's error (status 2) naming it."""
+    configs = ",".join(f"models/{a}-tiny.json" for a in ("tmm", "hyena"))
+    cmd = [sys.executable, str(REPO / "scripts" / "compare.py"), "--configs", configs, "--n", "4", "--steps", "2",
+           "--batch-size", "2", "--eval-every", "1", "--eval-batches", "1", "--threads", "1",
+           "--out", str(tmp_path / "run"), "--no-progress"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=150, env=env)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert "final acc" in proc.stdout and proc.stdout.rstrip().endswith(summary["verdict"])
+    assert f"Results in {tmp_path / 'run'}" in proc.stdout
+    assert "compare.py: task copy" in proc.stderr
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["args"]["steps"] == 2 and config["args"]["configs"] == configs.split(",")
+    assert config["command"][1].endswith("scripts/compare.py")
+
+    bad = subprocess.run(cmd[:2] + ["--steps", "0"], cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 2 and "--steps must be >= 1, got 0" in bad.stderr

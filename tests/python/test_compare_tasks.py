@@ -1,6 +1,8 @@
-"""A 20-step smoke run of scripts/compare.py for every architecture on every
-task (copy, mqar, lm), on the tiny configs: every run finishes with finite
-numbers, and the lm run logs bits per byte from its held-out split."""
+"""A 20-step smoke run of the comparison (tmm.experiments.compare) for every
+architecture on every task (copy, mqar, lm), on the tiny configs: every run
+finishes with finite numbers, and the lm run logs bits per byte from its
+held-out split. The ablation's variants build, run, and are compared under
+their config names."""
 import json
 import math
 from pathlib import Path
@@ -8,6 +10,9 @@ from pathlib import Path
 import pytest
 
 import tmm.tasks
+from tmm.experiments import ablation
+from tmm.experiments.compare import CompareSettings, run_comparison
+from tmm.experiments.errors import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["tmm", "transformer", "hyena", "mamba2"]
@@ -21,9 +26,9 @@ def corpus(tmp_path_factory):
 
 
 TASK_ARGS = {
-    "copy": ["--n", "8"],
-    "mqar": ["--num-kv-pairs", "2", "--task-option", "seq_len=16", "--task-option", "vocab=32"],
-    "lm": ["--tokenizer", "byte", "--task-option", "seq_len=16", "--task-option", "section_bytes=512"],
+    "copy": dict(n=8),
+    "mqar": dict(num_kv_pairs=2, task_option=["seq_len=16", "vocab=32"]),
+    "lm": dict(tokenizer="byte", task_option=["seq_len=16", "section_bytes=512"]),
 }
 
 
@@ -33,12 +38,12 @@ def test_every_task_is_offered():
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("task", sorted(TASK_ARGS))
-def test_twenty_steps_of_every_arch(task, compare, corpus, tmp_path, restore_threads):
-    configs = ",".join(str(REPO / "models" / f"{a}-tiny.json") for a in TINY)
-    extra = list(TASK_ARGS[task]) + (["--corpus", str(corpus)] if task == "lm" else [])
-    argv = ["--task", task, *extra, "--configs", configs, "--steps", "20", "--batch-size", "2", "--eval-every", "10",
-            "--eval-batches", "1", "--threads", "1", "--out", str(tmp_path), "--no-progress"]
-    assert compare.main(argv) == 0
+def test_twenty_steps_of_every_arch(task, corpus, tmp_path, restore_threads):
+    configs = [str(REPO / "models" / f"{a}-tiny.json") for a in TINY]
+    extra = dict(TASK_ARGS[task], **({"corpus": str(corpus)} if task == "lm" else {}))
+    settings = CompareSettings(task=task, **extra, configs=configs, steps=20, batch_size=2, eval_every=10,
+                               eval_batches=1, threads=1, out=str(tmp_path), no_progress=True)
+    assert run_comparison(settings).exit_code == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [s["arch"] for s in summary["runs"]] == TINY
     assert all(s["status"] == "done" and s["steps"] == 20 for s in summary["runs"])
@@ -56,9 +61,9 @@ def test_twenty_steps_of_every_arch(task, compare, corpus, tmp_path, restore_thr
         assert config["task"]["options"]["corpus"] == str(corpus) and config["task"]["vocab_size"] == 256
 
 
-def test_lm_flags_belong_to_lm(compare):
-    with pytest.raises(SystemExit, match="--corpus applies"):
-        compare.task_options(compare.parse_args(["--task", "copy", "--corpus", "x.txt"]))
+def test_lm_flags_belong_to_lm():
+    with pytest.raises(SettingsError, match="--corpus applies"):
+        CompareSettings(task="copy", corpus="x.txt").task_options()
 
 
 @pytest.mark.parametrize("config", sorted(p.name for p in (REPO / "models" / "ablation").glob("*.json")))
@@ -71,3 +76,21 @@ def test_ablation_configs_build(config):
     model = tmm.models.build(str(REPO / "models" / "ablation" / config))
     assert model.config["arch"] == "tmm"
     assert model(torch.randint(0, 256, (1, 16))).shape == (1, 16, 256)
+
+
+def test_ablation_variants(tmp_path, restore_threads):
+    """--ablation (all) is the documented seven variants, in the docs' order;
+    the variants are labelled by their config names."""
+    assert ablation.available()[:7] == list(ablation.VARIANTS)
+    paths = ablation.variant_configs("all")
+    assert [Path(p).name for p in paths] == [f"tmm-{v}.json" for v in ablation.VARIANTS]
+    assert CompareSettings(ablation="all").checked().configs == paths
+    assert CompareSettings(ablation="flat,masked").checked().configs == [paths[1], paths[6]]
+    with pytest.raises(SettingsError, match="no variant nope"):
+        ablation.variant_configs("flat,nope")
+    with pytest.raises(SettingsError, match="give one"):
+        CompareSettings(ablation="flat", configs=["tmm-tiny"]).checked()
+    result = ablation.run_ablation("flat,frozen", n=4, steps=1, batch_size=2, eval_every=1, eval_batches=1,
+                                   threads=1, out=str(tmp_path), no_progress=True)
+    assert [s["arch"] for s in result.summaries] == ["tmm-flat", "tmm-frozen"]
+    assert all(s["status"] == "done" for s in result.summaries)

@@ -1,12 +1,15 @@
 """tmm.analysis.fredholm: winding numbers and Fredholm indices of Toeplitz
-symbols on known kernels, robustness near zero, and the model analysis.
+symbols on known kernels, robustness near zero, the model analysis, and its
+driver (tmm.experiments.operator_index, scripts/fredholm.py).
 
 Convention under test (module docstring): y = T x, T[t, s] = w[t - s];
 phi(z) = sum_k w_k z^-k; index = winding(phi) = -(zeros of sum_k w_k z^k
 inside the unit disk). A one-step shift: winding -1, index -1."""
-import importlib.util
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,8 @@ import torch
 
 import tmm.models
 from tmm.analysis import analyse_model, plot_symbols, symbol, to_jsonable, winding_number
+from tmm.experiments import operator_index
+from tmm.experiments.errors import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,24 +165,53 @@ def test_analyse_variants():
         analyse_model(tmm.models.build("transformer-tiny"))
 
 
-def test_plot_and_script(tmp_path, capsys):
+def test_plot(tmp_path):
     res = analyse_model(tiny())
     png = tmp_path / "sym.png"
     plot_symbols(res, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     with pytest.raises(ValueError, match="lack"):
         plot_symbols(to_jsonable(res), tmp_path / "x.png")
 
-    spec = importlib.util.spec_from_file_location("fredholm_script", REPO / "scripts" / "fredholm.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+
+def test_operator_index_driver(tmp_path):
     ckpt = tmp_path / "ckpt"
     tiny().save(ckpt)
-    assert script.main([str(ckpt), "--out", str(tmp_path / "out"), "--no-plot"]) == 0
-    out = capsys.readouterr().out
-    assert "winding" in out and "index" in out
-    data = json.loads((tmp_path / "out" / "fredholm.json").read_text())
-    assert len(data["results"]) == 4 and "convention" in data
-    assert script.main(["--demo", "--out", str(tmp_path / "demo"), "--no-plot"]) == 0
+    report = operator_index.analyse(checkpoint=str(ckpt))
+    assert report.label == "ckpt" and report.source == {"checkpoint": str(ckpt.resolve())}
+    assert "winding" in report.table and "index" in report.table
+    assert report.summary["vectors"] == 4 and sum(report.summary["index_counts"].values()) <= 4
+    written = report.write(tmp_path / "out", plot=False)
+    assert written == [tmp_path / "out" / "fredholm.json"]
+    data = json.loads(written[0].read_text())
+    assert len(data["results"]) == 4 and data["convention"] == operator_index.CONVENTION
+    demo = operator_index.analyse(config="tmm-tiny", seed=3)
+    assert demo.source == {"config": "tmm-tiny", "untrained": True, "seed": 3}
+    assert operator_index.default_out(demo, None, tmp_path) == tmp_path / "fredholm-tmm-tiny"
+    with pytest.raises(SettingsError, match="only TMM"):
+        operator_index.analyse(config="transformer-tiny")
+    with pytest.raises(SettingsError, match="exactly one"):
+        operator_index.analyse()
+
+
+def test_fredholm_script_command_line(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    tiny().save(ckpt)
+    script = [sys.executable, str(REPO / "scripts" / "fredholm.py")]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(script + [str(ckpt), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "winding" in proc.stdout and "# index counts" in proc.stdout
+    assert f"wrote {tmp_path / 'out' / 'fredholm.json'}" in proc.stdout
+    assert (tmp_path / "out" / "fredholm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(json.loads((tmp_path / "out" / "fredholm.json").read_text())["results"]) == 4
+    proc = subprocess.run(script + ["--demo", "--out", str(tmp_path / "demo"), "--no-plot"], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "demo" / "fredholm.json").read_text())["source"]["config"] == "tmm-tiny"
+    assert not (tmp_path / "demo" / "fredholm.png").exists()
+    bad = subprocess.run(script + ["--demo", "--config", "tmm-tiny"], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert bad.returncode == 2 and "exactly one" in bad.stderr

@@ -1,7 +1,7 @@
 """The training loop's numerical guard (issue 7): training stops with an error
 naming the step and the FIRST non-finite tensor (the loss, a gradient by
 parameter name, or a parameter after the optimizer step); on by default,
-off with nan_guard=False / compare.py --no-nan-guard."""
+off with nan_guard=False / compare.py --no-nan-guard (CompareSettings.no_nan_guard)."""
 import json
 import math
 from pathlib import Path
@@ -12,6 +12,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 import tmm.models
 import tmm.tasks
+from tmm.experiments.compare import CompareSettings, run_comparison
 from tmm.train import NonFiniteError, TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,18 +114,17 @@ def test_guard_off_trains_through(task):
 
 
 @pytest.mark.timeout(120)
-def test_compare_guard_default_on_and_no_nan_guard(compare, tmp_path, restore_threads, capsys):
-    def run(out, *extra):
-        argv = ["--configs", str(REPO / "models" / "tmm-tiny.json"), "--n", "4", "--steps", "4", "--batch-size", "2",
-                "--eval-every", "2", "--eval-batches", "1", "--threads", "1", "--lr", "1e30", "--out", str(out),
-                "--no-progress", *extra]
-        assert compare.main(argv) == 0
+def test_compare_guard_default_on_and_no_nan_guard(tmp_path, restore_threads, capsys):
+    def run(out, **extra):
+        s = CompareSettings(configs=[str(REPO / "models" / "tmm-tiny.json")], n=4, steps=4, batch_size=2,
+                            eval_every=2, eval_batches=1, threads=1, lr=1e30, out=str(out), no_progress=True, **extra)
+        assert run_comparison(s, log_prefix="compare").exit_code == 0
         return json.loads((out / "summary.json").read_text())["runs"][0]
 
     # lr 1e30: the first update is finite but huge, the second step's loss is not.
     guarded = run(tmp_path / "guarded")
     assert guarded["status"] == "diverged" and guarded["steps"] == 1
     assert guarded["note"] == "training stopped at step 2: the loss is nan (not finite)"
-    assert "compare.py: tmm: training stopped at step 2: the loss is nan" in capsys.readouterr().err
-    unguarded = run(tmp_path / "unguarded", "--no-nan-guard")
+    assert "compare: tmm: training stopped at step 2: the loss is nan" in capsys.readouterr().err
+    unguarded = run(tmp_path / "unguarded", no_nan_guard=True)
     assert unguarded["status"] == "done" and unguarded["steps"] == 4

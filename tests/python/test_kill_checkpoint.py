@@ -4,10 +4,10 @@ a checkpoint write (TMM_CHECKPOINT_WRITE_DELAY_S widens that window); after
 every kill each remaining checkpoint loads, and --resume finally finishes the
 run with exactly the losses of an uninterrupted one.
 
-Each life is a process forked from a "zygote" that has imported torch, tmm
-and compare.py once (and run no torch op, so forking is safe): a fresh
-interpreter per life would spend seconds importing on a loaded 2-core
-machine, the kills only milliseconds."""
+Each life is a process forked from a "zygote" that has imported torch and
+tmm once (and run no torch op, so forking is safe) and runs the script's
+command line: a fresh interpreter per life would spend seconds importing on
+a loaded 2-core machine, the kills only milliseconds."""
 import json
 import os
 import random
@@ -33,12 +33,13 @@ SEED = 7  # of the kill delays
 
 
 # Reads JSON lines [log path, TMM_CHECKPOINT_WRITE_DELAY_S, *compare.py arguments];
-# forks a life for each, answers its pid, then its wait status.
+# forks a life for each, which runs scripts/compare.py as its command line
+# (runpy: as `python scripts/compare.py ARGS` would), answers its pid, then its
+# wait status.
 ZYGOTE = r"""
-import importlib.util, json, os, sys, traceback
-spec = importlib.util.spec_from_file_location("compare_script", sys.argv[1])
-compare = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(compare)
+import json, os, runpy, sys, traceback
+import tmm.experiments.compare  # what the script imports, imported once
+script = sys.argv[1]
 for line in sys.stdin:
     log, delay, *argv = json.loads(line)
     pid = os.fork()
@@ -47,8 +48,12 @@ for line in sys.stdin:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.environ["TMM_CHECKPOINT_WRITE_DELAY_S"] = delay
+        sys.argv = [script, *argv]
         try:
-            code = compare.main(argv)
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         except BaseException:
             traceback.print_exc()
             code = 1
@@ -96,17 +101,24 @@ def argv(out, checkpoint_every):
             "--checkpoint-every", str(checkpoint_every), "--resume"]
 
 
-def wait_for_start(zygote, log_path, timeout=60):
-    """Until the life prints its folder line (training comes next)."""
+def latest_step(ckpt):
+    path = checkpointing.latest(ckpt)
+    return -1 if path is None else int(path.name.split("-")[1])
+
+
+def wait_for_progress(zygote, log_path, ckpt, before, timeout=60):
+    """Until the life has printed its folder line and written a checkpoint
+    past step `before`: a kill then always lands in training or in a
+    checkpoint write, however slow a loaded machine makes the start."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         text = Path(log_path).read_text() if Path(log_path).exists() else ""
-        if "compare.py: task" in text:
+        if "compare.py: task" in text and latest_step(ckpt) > before:
             return
         status = zygote.exited(0.02)
         if status is not None:
-            raise AssertionError(f"compare.py ended (wait status {status}) before starting:\n{text}")
-    raise AssertionError(f"compare.py did not start within {timeout} s")
+            raise AssertionError(f"compare.py ended (wait status {status}) before a checkpoint:\n{text}")
+    raise AssertionError(f"compare.py wrote no checkpoint within {timeout} s:\n{Path(log_path).read_text()}")
 
 
 def check_loadable(ckpt):
@@ -139,8 +151,9 @@ def test_sigkill_at_random_moments_never_breaks_a_checkpoint(tmp_path, restore_t
     try:
         for k in range(KILLS):
             log_path = tmp_path / f"life{k}.log"
+            before = latest_step(ckpt)
             pid = zygote.launch(log_path, 0.005, argv(out, 1))
-            wait_for_start(zygote, log_path)
+            wait_for_progress(zygote, log_path, ckpt, before)
             time.sleep(rng.uniform(0.05, 0.6))
             assert zygote.exited() is None, Path(log_path).read_text()  # STEPS is out of reach: still running
             os.kill(pid, signal.SIGKILL)

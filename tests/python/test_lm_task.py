@@ -1,16 +1,22 @@
-"""The language-modelling task (tmm.tasks.lm) and its corpora and tokenisers
-(tmm.tasks.text): labels aligned, a held-out split disjoint from training,
-determinism, bits per byte, file formats, the default corpus."""
+"""The language-modelling task (tmm.tasks.lm), its corpora (tmm.tasks.corpus)
+and its tokenizers (tmm.tasks.lm_tokenizer over tmm.text): labels aligned, a
+held-out split disjoint from training, determinism, bits per byte, file
+formats (text, JSONL, Parquet), the default corpus."""
 import json
 import math
+import sys
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
 import tmm.models
 import tmm.tasks as tasks
-from tmm.tasks import text as ttext
+import tmm.text
+from tmm.tasks import corpus as corpora
 from tmm.tasks.lm import held_out, split_sections
+from tmm.tasks.lm_tokenizer import make_tokenizer
 from tmm.train import TrainConfig, train
 
 
@@ -102,8 +108,27 @@ def test_bpe_tokenizer(corpus):
     assert len(task.train_ids) < task.train_bytes  # fewer tokens than bytes
     x, y = task.batch(4, gen())
     assert torch.equal(x[:, 1:], y[:, :-1]) and int(x.max()) < 320
-    with pytest.raises(ValueError, match="vocab_size"):
-        ttext.train_bpe(["abc"], 100)
+    with pytest.raises(ValueError, match="vocab_size must be an int >= 257"):
+        make_tokenizer("bpe", ["abc"], 100)
+    with pytest.raises(ValueError, match="lm: tokenizer must be"):
+        small(corpus, tokenizer="bytes")
+    # The BPE is tmm.text's: its tokenizer.json loads in tmm and in `tokenizers` with the same ids.
+    tokenizers = pytest.importorskip("tokenizers")
+    ref = tokenizers.Tokenizer.from_str(tok.json_text)
+    assert tok.encode(text).tolist() == ref.encode(text).ids
+    assert tok.to_json()["model"]["type"] == "BPE"
+
+
+def test_byte_tokenizer_is_the_cpp_one(corpus):
+    tok = small(corpus).tokenizer
+    cpp = tmm.text.Tokenizer.byte_level()
+    text = "héllo — wörld 😀\n"
+    assert tok.name == "byte" and tok.vocab_size == 256 and tok.to_json() == {"kind": "byte"}
+    assert tok.encode(text).tolist() == list(text.encode("utf-8")) == cpp.encode(text)
+    assert tok.encode(b"\xff\x00").tolist() == [255, 0]
+    assert (tok.token_bytes == 1).all()
+    broken = [104, 0xC3, 0xA9, 0xFF, 0xE4, 0xBD]
+    assert tok.decode(broken) == bytes(broken).decode("utf-8", "replace")
 
 
 def test_option_errors(corpus, tmp_path):
@@ -134,8 +159,8 @@ def test_jsonl_folder_and_max_bytes(tmp_path):
         with open(folder / f"part-{k}.jsonl", "w") as f:
             for d in docs[k * 30 : (k + 1) * 30]:
                 f.write(json.dumps({"id": len(d), "text": d}) + "\n")
-    assert ttext.read_documents(folder) == docs
-    cut = ttext.read_documents(folder, max_bytes=1000)
+    assert corpora.read_documents(folder) == docs
+    cut = corpora.read_documents(folder, max_bytes=1000)
     assert sum(len(d.encode()) for d in cut) == 1000
     task = tasks.make("lm", corpus=str(folder), seq_len=16, section_bytes=256, eval_fraction=0.2)
     # documents are separated by a blank line and each is one section or more
@@ -143,31 +168,53 @@ def test_jsonl_folder_and_max_bytes(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"body": "no text field"}\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:2"):
-        ttext.read_documents(bad)
+        corpora.read_documents(bad)
 
 
-def test_parquet_needs_pyarrow(tmp_path):
+def test_parquet_corpus(tmp_path):
+    """Parquet shards (FineWeb-edu's layout): the text column, nulls skipped,
+    in file order; the lm task reads them as it reads the same documents as JSONL."""
+    docs = [f"Parquet document {i}: " + "some words of text. " * 20 for i in range(40)]
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for k in range(2):
+        part = docs[k * 20:(k + 1) * 20]
+        texts = part[:10] + [None] + part[10:]  # a null row is skipped
+        pq.write_table(pa.table({"text": texts, "score": [float(i) for i in range(len(texts))]}),
+                       folder / f"part-{k}.parquet", row_group_size=7)  # several row groups per file
+    assert corpora.read_documents(folder) == docs
+    assert corpora.read_documents(folder / "part-1.parquet") == docs[20:]
+    jsonl = tmp_path / "same.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    opts = dict(seq_len=16, section_bytes=256, eval_fraction=0.2)
+    from_parquet, from_jsonl = (tasks.make("lm", corpus=str(c), **opts) for c in (folder, jsonl))
+    assert torch.equal(from_parquet.train_ids, from_jsonl.train_ids)
+    assert torch.equal(from_parquet.eval_ids, from_jsonl.eval_ids)
+    cut = corpora.read_documents(folder, max_bytes=500)
+    assert sum(len(d.encode()) for d in cut) == 500
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"body": ["no text column"]}), bad)
+    with pytest.raises(ValueError, match=r"bad\.parquet: no 'text' column \(columns: body\)"):
+        corpora.read_documents(bad)
+
+
+def test_parquet_without_pyarrow_is_a_clear_error(tmp_path, monkeypatch):
     path = tmp_path / "shard.parquet"
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        path.write_bytes(b"PAR1")
-        with pytest.raises(ImportError, match="pyarrow"):
-            ttext.read_documents(path)
-        return
-    pq.write_table(pa.table({"text": ["one document", "another"], "score": [1.0, 2.0]}), path)
-    assert ttext.read_documents(path) == ["one document", "another"]
+    pq.write_table(pa.table({"text": ["one"]}), path)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)  # as if pyarrow were not installed
+    with pytest.raises(ImportError, match="needs pyarrow"):
+        corpora.read_documents(path)
 
 
 def test_kjv_to_text():
     raw = "\nGenesis 1\n\n  1 In the beginning God created.\n  2 And the earth.\n\nGenesis 2\n\n  1 Thus the heavens.\n"
-    assert ttext.kjv_to_text(raw) == "Genesis 1\nIn the beginning God created.\nAnd the earth.\n\nGenesis 2\nThus the heavens.\n"
+    assert corpora.kjv_to_text(raw) == "Genesis 1\nIn the beginning God created.\nAnd the earth.\n\nGenesis 2\nThus the heavens.\n"
 
 
 def test_default_corpus_is_real_prose():
     """The KJV from the Debian packages scripts/_env.sh installs."""
-    path = ttext.default_corpus()
+    path = corpora.default_corpus()
     data = path.read_bytes()
     assert len(data) > 4_000_000
     assert data.startswith(b"Genesis 1\nIn the beginning God created the heaven and the earth.\n")

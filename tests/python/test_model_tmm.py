@@ -1,4 +1,4 @@
-"""TMM against an independent pure-PyTorch rendering of mission.md's formulas:
+"""TMM against an independent pure-PyTorch rendering of the formulas of docs/models.md:
 the whole forward (embedding, blocks with the feed-forward first, Toeplitz
 mixing written with explicit masked Toeplitz matrices), in float64, for the
 flat, multi-head and kernel variants."""
@@ -11,7 +11,7 @@ import tmm
 
 def toeplitz_mix(x, weight, bias):
     """y[b,t,c] = sum_i sum_{s<=t} w[g,i,t-s] x[b,s,c-(K-1)+i] + beta[g,t],
-    sources outside the channel's group count as zero (mission.md)."""
+    sources outside the channel's group count as zero (docs/models.md)."""
     B, L, C = x.shape
     G, K, _ = weight.shape
     cg = C // G

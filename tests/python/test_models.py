@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tmm.models
-from tmm.io import load_file, save_file
+from tmm.io.safetensors import load_file, save_file
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 TINY = sorted(p.stem for p in MODELS.glob("*-tiny.json"))
@@ -336,6 +336,39 @@ def test_save_load_identical_logits(name, tmp_path):
     model.save(tmp_path / "ckpt")  # overwrites
     as64 = tmm.models.load(tmp_path / "ckpt", dtype=torch.float64)
     assert as64.get_submodule("embed").weight.dtype == torch.float64
+
+
+def test_load_device_and_dtype(name, tmp_path):
+    """load(device=, dtype=) (docs/models.md): every tensor where asked, the
+    same logits; the C++ tensors moved, not copies."""
+    model = trained(name)
+    ids = ids_for(model)
+    model.save(tmp_path / "ckpt")
+    with torch.no_grad():
+        expected = model(ids)
+        for device in ("cpu", torch.device("cpu")):
+            loaded = tmm.models.load(tmp_path / "ckpt", device=device).eval()
+            assert {t.device.type for t in loaded.state_dict().values()} == {"cpu"}
+            assert torch.equal(loaded(ids), expected)
+        both = tmm.models.load(tmp_path / "ckpt", device="cpu", dtype=torch.float64).eval()
+        assert {t.dtype for t in cpp_tensors(both).values() if t.is_floating_point()} == {torch.float64}
+        assert torch.allclose(both(ids).float(), expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(RuntimeError, match="nowhere"):
+        tmm.models.load(tmp_path / "ckpt", device="nowhere")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="load(device='cuda') needs a CUDA device")
+def test_load_to_cuda(name, tmp_path):
+    model = trained(name)
+    ids = ids_for(model)
+    model.save(tmp_path / "ckpt")
+    loaded = tmm.models.load(tmp_path / "ckpt", device="cuda").eval()
+    assert {t.device.type for t in cpp_tensors(loaded).values()} == {"cuda"}
+    with torch.no_grad():
+        got = loaded(ids.cuda()).cpu()
+        expected = model(ids)
+    assert (got - expected).abs().max() <= 1e-4 * expected.abs().max()
 
 
 def test_checkpoint_dtype_converts_on_load(name, tmp_path):

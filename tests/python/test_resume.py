@@ -1,6 +1,6 @@
-"""Training checkpoints and resume (tmm.checkpointing, tmm.train,
-scripts/compare.py --resume): an interrupted run continued from its
-checkpoint is bitwise the uninterrupted one on the CPU."""
+"""Training checkpoints and resume (tmm.checkpointing, tmm.train, and the
+comparison driver's resume, scripts/compare.py --resume): an interrupted
+run continued from its checkpoint is bitwise the uninterrupted one on the CPU."""
 import json
 from pathlib import Path
 
@@ -10,6 +10,9 @@ import torch
 import tmm.models
 import tmm.tasks
 from tmm import checkpointing
+from tmm.experiments import compare
+from tmm.experiments.compare import CompareSettings, run_comparison
+from tmm.experiments.errors import SettingsError
 from tmm.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,10 +109,10 @@ def test_resume_refuses_other_settings_or_model(tmp_path, restore_threads):
         train(tiny_model("tmm", task), task, tcfg(steps=2, checkpoint_every=1))
 
 
-def compare_argv(out, *extra):
-    configs = ",".join(str(REPO / "models" / f"{a}-tiny.json") for a in ("tmm", "transformer"))
-    return ["--configs", configs, "--n", "4", "--steps", "10", "--batch-size", "2", "--eval-every", "2",
-            "--eval-batches", "1", "--threads", "1", "--out", str(out), "--no-progress", *extra]
+def settings(out, **extra):
+    configs = [str(REPO / "models" / f"{a}-tiny.json") for a in ("tmm", "transformer")]
+    return CompareSettings(**{**dict(configs=configs, n=4, steps=10, batch_size=2, eval_every=2, eval_batches=1,
+                                     threads=1, out=str(out), no_progress=True), **extra})
 
 
 def metrics(out):
@@ -117,9 +120,9 @@ def metrics(out):
 
 
 @pytest.mark.timeout(120)
-def test_compare_resume_continues_the_same_folder(compare, tmp_path, restore_threads, monkeypatch, capsys):
+def test_compare_resume_continues_the_same_folder(tmp_path, restore_threads, monkeypatch):
     whole, broken = tmp_path / "whole", tmp_path / "broken"
-    assert compare.main(compare_argv(whole)) == 0
+    assert run_comparison(settings(whole)).exit_code == 0
 
     # The transformer is interrupted (Ctrl-C) at step 6, after its checkpoint at 4
     # and after metrics.jsonl got its row of step 6.
@@ -134,14 +137,14 @@ def test_compare_resume_continues_the_same_folder(compare, tmp_path, restore_thr
         return real_train(model, task, cfg, log2)
 
     monkeypatch.setattr(compare, "train", interrupted_train)
-    assert compare.main(compare_argv(broken, "--checkpoint-every", "4")) == 130
+    assert run_comparison(settings(broken, checkpoint_every=4)).exit_code == 130
     monkeypatch.setattr(compare, "train", real_train)
     assert [(r["arch"], r["step"]) for r in metrics(broken)][-2:] == [("transformer", 4), ("transformer", 6)]
     assert json.loads((broken / "summary.json").read_text())["runs"][1]["status"] == "interrupted"
 
-    with pytest.raises(SystemExit, match=r"--lr: the run had 0\.001, this command 0\.002"):
-        compare.main(compare_argv(broken, "--resume", "--lr", "2e-3"))
-    assert compare.main(compare_argv(broken, "--resume", "--checkpoint-every", "4")) == 0
+    with pytest.raises(SettingsError, match=r"--lr: the run had 0\.001, this command 0\.002"):
+        run_comparison(settings(broken, resume=True, lr=2e-3))
+    assert run_comparison(settings(broken, resume=True, checkpoint_every=4)).exit_code == 0
 
     assert without_wall(metrics(broken)) == without_wall(metrics(whole))  # every row once, same numbers
     summary = json.loads((broken / "summary.json").read_text())

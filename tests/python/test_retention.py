@@ -1,17 +1,21 @@
-"""Information extraction and capacity (tmm.retention, scripts/retention.py):
-what is frozen stays frozen, the bottleneck is the only path, and a smoke
-run of the script writes its report."""
+"""Information extraction and capacity (tmm.experiments.retention and its
+models, scripts/retention.py): what is frozen stays frozen, the bottleneck is
+the only path, a smoke run of the driver writes its report, and the script
+runs it from its command line."""
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import load_script
-
 import tmm.models
 import tmm.tasks
-from tmm.retention import Autoencoder, BottleneckDecoder, RegenerateTask, position_accuracy
+from tmm.experiments.errors import SettingsError
+from tmm.experiments.retention import RetentionSettings, run_retention
+from tmm.experiments.retention_model import Autoencoder, BottleneckDecoder, RegenerateTask, position_accuracy
 from tmm.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,14 +90,14 @@ def test_only_the_chosen_state_reaches_the_decoder(restore_threads):
 
 
 @pytest.mark.timeout(240)
-def test_retention_script_smoke(corpus, tmp_path, restore_threads, capsys):
-    script = load_script("retention")
+def test_retention_driver_smoke(corpus, tmp_path, restore_threads):
     configs = ",".join(str(REPO / "models" / f"{a}-tiny.json") for a in TINY)
     out = tmp_path / "ret"
-    argv = ["--configs", configs, "--corpus", str(corpus), "--task-option", "section_bytes=512", "--n", "16", "--pretrain-steps", "4", "--steps", "4",
-            "--batch-size", "2", "--decoder-d", "32", "--decoder-layers", "1", "--final-eval-batches", "2",
-            "--eval-batches", "1", "--threads", "1", "--out", str(out), "--no-progress", "--save-encoders"]
-    assert script.main(argv) == 0
+    settings = RetentionSettings(configs=configs, corpus=str(corpus), task_option=["section_bytes=512"], n=16,
+                                 pretrain_steps=4, steps=4, batch_size=2, decoder_d=32, decoder_layers=1,
+                                 final_eval_batches=2, eval_batches=1, threads=1, out=str(out), no_progress=True,
+                                 save_encoders=True)
+    result = run_retention(settings)
     summary = json.loads((out / "summary.json").read_text())
     table = summary["table"]
     assert [(r["mode"], r["arch"]) for r in table] == [(m, a) for m in ("extraction", "capacity") for a in TINY + ["none"]]
@@ -110,4 +114,30 @@ def test_retention_script_smoke(corpus, tmp_path, restore_threads, capsys):
     for name in ("retention_vs_steps.png", "retention_by_position.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p.name for p in out.iterdir() if ".tmp" in p.name]
-    assert "capacity:" in capsys.readouterr().out
+    assert result.verdicts == summary["verdicts"] and result.verdicts[1].startswith("capacity:")
+    assert summary["args"]["modes"] == ["extraction", "capacity"] and summary["args"]["out"] == str(out)
+
+
+def test_settings_errors_name_the_flag():
+    with pytest.raises(SettingsError, match="--modes: expected a comma-separated subset"):
+        RetentionSettings(modes="extraction,nope").checked()
+    with pytest.raises(SettingsError, match="--steps must be >= 1, got 0"):
+        RetentionSettings(steps=0).checked()
+    assert RetentionSettings(modes="capacity").checked().modes == ["capacity"]
+
+
+@pytest.mark.timeout(180)
+def test_retention_script_command_line(corpus, tmp_path):
+    out = tmp_path / "cli"
+    cmd = [sys.executable, str(REPO / "scripts" / "retention.py"), "--modes", "capacity", "--configs",
+           str(REPO / "models" / "tmm-tiny.json"), "--corpus", str(corpus), "--task-option", "section_bytes=512",
+           "--n", "8", "--steps", "2", "--batch-size", "2", "--decoder-d", "16", "--decoder-layers", "1",
+           "--final-eval-batches", "1", "--eval-batches", "1", "--threads", "1", "--out", str(out), "--no-progress"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=150, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "| mode | arch |" in proc.stdout and "capacity: tmm" in proc.stdout
+    assert [r["arch"] for r in json.loads((out / "summary.json").read_text())["table"]] == ["tmm", "none"]
+    bad = subprocess.run(cmd[:2] + ["--encoder", "tmm"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert bad.returncode == 2 and "--encoder expects ARCH=CHECKPOINT, got 'tmm'" in bad.stderr

@@ -1,4 +1,4 @@
-"""tmm.io's C++ safetensors reader/writer against the `safetensors` package,
+"""tmm.io.safetensors' C++ safetensors reader/writer against the `safetensors` package,
 both ways, for every dtype tmm supports."""
 
 import json
@@ -12,7 +12,7 @@ from safetensors import safe_open  # noqa: E402
 from safetensors.torch import load_file as st_load  # noqa: E402
 from safetensors.torch import save_file as st_save  # noqa: E402
 
-from tmm.io import load_file, save_file  # noqa: E402
+from tmm.io.safetensors import load_file, save_file  # noqa: E402
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64,
           torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]

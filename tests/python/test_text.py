@@ -8,12 +8,11 @@ options tmm supports. The byte-level tokenizer must be the UTF-8 bytes.
 """
 import json
 import random
-import time
 
 import pytest
 
 import tmm
-from tmm.text import Tokenizer, train_bpe
+from tmm.text import Tokenizer, train_bpe, train_bpe_json
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -240,18 +239,23 @@ def test_train_bpe_from_files(tmp_path):
         train_bpe([tmp_path / "nope.txt"], 600, tmp_path / "x.json")
     with pytest.raises(ValueError, match="vocab_size 100"):
         train_bpe(iter(["a"]), 100, tmp_path / "x.json")
+    with pytest.raises(TypeError, match="vocab_size must be an int"):
+        train_bpe(iter(["a"]), 600.0, tmp_path / "x.json")
+    # the one trainer: train_bpe writes what train_bpe_json returns (pretty-printed), atomically
+    js = train_bpe_json(files, 600)
+    assert json.loads(js) == json.loads((tmp_path / "tok.json").read_text(encoding="utf-8"))
+    assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
-def test_encode_a_megabyte_quickly(trained):
+def test_encode_a_megabyte(trained):
+    """A long input in one call gives the reference's ids and round-trips
+    (its speed is scripts/bench_tokenizer.py's, docs/benchmarks.md)."""
     tok = Tokenizer.from_file(str(trained[False]))
     ref = tokenizers.Tokenizer.from_file(str(trained[False]))
     text = "".join(corpus(6000, seed=11))
     while len(text.encode("utf-8")) < 1_000_000:
         text += text
-    start = time.perf_counter()
     ids = tok.encode(text)
-    seconds = time.perf_counter() - start
-    assert seconds < 3.0, f"{seconds:.2f} s for {len(text.encode('utf-8'))} bytes"
     assert ids == ref.encode(text).ids
     assert tok.decode(ids) == text
 

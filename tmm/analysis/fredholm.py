@@ -59,12 +59,12 @@ the numbers are still reported, but the winding number (and the Fredholm
 property itself) is not to be trusted for that kernel.
 """
 import math
-import os
 import re
-import tempfile
 
 import numpy as np
 import torch
+
+from ..files import atomic_savefig
 
 DEFAULT_REL_TOL = 1e-3
 _MAX_STEP = math.pi / 2
@@ -241,30 +241,6 @@ def to_jsonable(results):
     return [{k: v for k, v in r.items() if not isinstance(v, torch.Tensor)} for r in results]
 
 
-def _chmod_default(path):
-    """Give a mkstemp file (0600) the mode a plain open() would (0666 & ~umask)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
-
-
-def _atomic_savefig(fig, path):
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    ext = os.path.splitext(path)[1].lstrip(".").lower() or "png"
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="." + ext, dir=folder)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format=ext, dpi=120)
-        _chmod_default(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def plot_symbols(results, path, title=None, max_curves=16):
     """Plot the symbol curves ``phi(e^{i theta})`` in the complex plane: one
     panel per layer (and per param for the expanded mixer), one curve per
@@ -315,7 +291,7 @@ def plot_symbols(results, path, title=None, max_curves=16):
             ax.legend(fontsize=7, loc="best")
         fig.suptitle(title or r"Toeplitz symbols $\phi(e^{i\theta}) = \sum_k w_k e^{-ik\theta}$", fontsize=11)
         fig.tight_layout()
-        _atomic_savefig(fig, path)
+        atomic_savefig(fig, path, dpi=120)
     finally:
         plt.close(fig)
     return path

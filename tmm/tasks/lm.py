@@ -7,7 +7,7 @@ of a tokenised corpus, with a deterministic held-out split.
     ids, labels = task.eval_batch(16, g)                  # held-out windows
     bpb = task.bits_per_byte(mean_loss, [(ids, labels)])  # from the mean loss in nats per token
 
-The corpus (:mod:`tmm.tasks.text`) is read as documents; each document, with
+The corpus (:mod:`tmm.tasks.corpus`) is read as documents; each document, with
 ``"\\n\\n"`` appended when there are several, is cut into sections of at most
 ``section_bytes`` UTF-8 bytes (at the last newline in the second half of the
 section when there is one, never inside a character). Section i (counted
@@ -30,7 +30,7 @@ With the byte tokeniser it is ``loss / ln 2``.
 
 Options (``tmm.tasks.make("lm", **options)``):
 
-- ``corpus`` (str, default None: :func:`tmm.tasks.text.default_corpus`, the
+- ``corpus`` (str, default None: :func:`tmm.tasks.corpus.default_corpus`, the
   King James Bible from Debian packages): a text, JSONL or Parquet file, or
   a folder of them.
 - ``tokenizer`` (``"byte"``, default, or ``"bpe"``).
@@ -46,7 +46,8 @@ import numpy as np
 import torch
 
 from . import IGNORE_INDEX, Task, check_batch_args, resolve_options
-from .text import default_corpus, make_tokenizer, read_documents
+from .corpus import default_corpus, read_documents
+from .lm_tokenizer import make_tokenizer
 
 DEFAULTS = {
     "corpus": None, "tokenizer": "byte", "vocab": 1024, "seq_len": 128,

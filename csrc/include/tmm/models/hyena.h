@@ -1,5 +1,5 @@
 // Hyena (Poli et al. 2023), the order-2 gated long-convolution baseline of
-// mission.md ("The baselines"): embedding, N pre-norm blocks
+// docs/models.md ("Hyena"): embedding, N pre-norm blocks
 //   x += HyenaOperator(LN(x));  x += MLP(LN(x))   (MLP: Linear -> GELU -> Linear)
 // a final LayerNorm, LM head. No positional embeddings: the implicit filters
 // carry position.

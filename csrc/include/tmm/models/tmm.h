@@ -1,4 +1,4 @@
-// The Toeplitz MLP Mixer (mission.md, "Block and model"): embedding, N
+// The Toeplitz MLP Mixer (docs/models.md, "TMM"): embedding, N
 // blocks of x += FFN(norm(x)); x += Toeplitz(norm(x)) (feed-forward first by
 // default), LM head. No positional embeddings: the Toeplitz structure carries
 // position. The mixing is tmm::ops::causal_toeplitz.

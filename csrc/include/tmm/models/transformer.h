@@ -1,4 +1,4 @@
-// The Transformer baseline, Llama-style (mission.md, "The baselines"):
+// The Transformer baseline, Llama-style (docs/models.md, "Transformer"):
 //   h = embed(ids)                                     B x L x d
 //   n_layers times, pre-norm:
 //     h += wo(attention(rope(wq(n)), rope(wk(n)), wv(n)))  with n = RMSNorm(h)

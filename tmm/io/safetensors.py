@@ -1,4 +1,8 @@
-"""safetensors checkpoints through tmm's C++ reader and writer.
+"""safetensors files through tmm's C++ reader and writer (``tmm/io/safetensors.h``).
+
+    from tmm.io.safetensors import load_file, save_file
+    save_file({"w": torch.ones(3)}, "w.safetensors", {"note": "any str -> str map"})
+    tensors, metadata = load_file("w.safetensors")
 
 The files are the standard format (readable by the ``safetensors`` package and
 vice versa); the C++ side validates every header it reads and writes
@@ -8,7 +12,7 @@ import os
 
 import torch
 
-from . import _C
+from .. import _C
 
 
 def save_file(tensors: dict, path, metadata: dict = None) -> None:

@@ -1,6 +1,8 @@
-"""Information retention through one vector: the paper's information
-extraction and information capacity experiments (``scripts/retention.py``).
+"""The models of the information-retention experiments (the paper's
+information extraction and information capacity; the driver is
+:mod:`tmm.experiments.retention`, its command line ``scripts/retention.py``).
 
+    from tmm.experiments.retention_model import Autoencoder, RegenerateTask
     enc = tmm.models.build(config)                       # a zoo model (the encoder)
     ae = Autoencoder(enc, vocab_size=256, seq_len=32, frozen=True)
     task = RegenerateTask(tmm.tasks.make("lm", seq_len=32))
@@ -33,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .nn import CausalToeplitz
-from .tasks import IGNORE_INDEX, Task
+from ..nn import CausalToeplitz
+from ..tasks import IGNORE_INDEX, Task
 
 __all__ = ["BottleneckDecoder", "Autoencoder", "RegenerateTask", "position_accuracy"]
 

@@ -1,10 +1,8 @@
-"""Real text for the language-modelling task: corpora and tokenisers.
+"""Real text for the language-modelling task: the corpora (the tokenizers
+are tmm.text's; :mod:`tmm.tasks.lm_tokenizer` adapts them to the task).
 
     path = default_corpus()                  # the King James Bible, from Debian packages
     docs = read_documents(path)              # or a .txt / .jsonl / .parquet file, or a folder of them
-    tok = ByteTokenizer()                    # or train_bpe(docs, vocab_size=1024)
-    ids = tok.encode("In the beginning")     # np.int32 array
-    tok.token_bytes[ids].sum()               # the UTF-8 bytes those tokens stand for
 
 The default corpus is the King James Version of the Bible (public domain,
 about 4.1 MB of English prose), installed by the Debian packages
@@ -28,13 +26,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
-
 from ..files import atomic_write_text
 
-__all__ = [
-    "default_corpus", "read_documents", "ByteTokenizer", "BPETokenizer", "train_bpe", "make_tokenizer",
-]
+__all__ = ["default_corpus", "read_documents", "kjv_to_text", "cache_dir"]
 
 BIBLE_DATA = "/usr/lib/bible.data"
 # The whole text, every book, as one reference range of the `bible` program.
@@ -152,85 +146,3 @@ def read_documents(path, max_bytes: int = 0) -> list:
                 total += len(b)
             docs.append(t)
     return docs
-
-
-class ByteTokenizer:
-    """UTF-8 bytes as tokens: ids 0..255, one byte each."""
-
-    name = "byte"
-    vocab_size = 256
-
-    def __init__(self):
-        self.token_bytes = np.ones(256, dtype=np.int64)
-
-    def encode(self, text) -> np.ndarray:
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        return np.frombuffer(data, dtype=np.uint8).astype(np.int32)
-
-    def encode_batch(self, texts):
-        return [self.encode(t) for t in texts]
-
-    def decode(self, ids) -> str:
-        return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
-
-    def to_json(self):
-        return {"kind": "byte"}
-
-
-class BPETokenizer:
-    """A byte-level BPE trained by the `tokenizers` package and applied by
-    tmm's own C++ tokenizer (tmm.text: the same ids, also in C++ and the CLI);
-    ``token_bytes[i]`` is the number of bytes token i stands for."""
-
-    name = "bpe"
-
-    def __init__(self, tok):
-        from .. import text
-
-        self._json = tok.to_str()
-        self._tok = text.Tokenizer.from_str(self._json)
-        self.vocab_size = self._tok.vocab_size
-        self.token_bytes = np.array([len(self._tok.token_bytes(i)) for i in range(self.vocab_size)], dtype=np.int64)
-
-    def encode(self, text) -> np.ndarray:
-        return np.asarray(self._tok.encode(text), dtype=np.int32)
-
-    def encode_batch(self, texts):
-        return [self.encode(t) for t in texts]
-
-    def decode(self, ids) -> str:
-        return self._tok.decode([int(i) for i in ids])
-
-    def to_json(self):
-        return json.loads(self._json)
-
-
-def train_bpe(texts, vocab_size: int) -> BPETokenizer:
-    """A byte-level BPE of ``vocab_size`` tokens (>= 257: the 256 bytes and
-    at least one merge) trained on ``texts`` (an iterable of str). The one
-    place that knows which BPE implementation is used."""
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 257:
-        raise ValueError(f"train_bpe: vocab_size must be an int >= 257 (256 bytes + merges), got {vocab_size!r}")
-    try:
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    except ImportError:
-        raise ImportError("tokenizer='bpe' needs the `tokenizers` package (pip install tokenizers)") from None
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    return BPETokenizer(tok)
-
-
-def make_tokenizer(kind: str, texts=None, vocab_size: int = 1024):
-    """``"byte"`` or ``"bpe"`` (trained on ``texts``)."""
-    if kind == "byte":
-        return ByteTokenizer()
-    if kind == "bpe":
-        if texts is None:
-            raise ValueError("make_tokenizer: 'bpe' needs the texts to train on")
-        return train_bpe(texts, vocab_size)
-    raise ValueError(f"tokenizer must be 'byte' or 'bpe', got {kind!r}")

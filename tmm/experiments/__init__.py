@@ -1,0 +1,23 @@
+"""The experiment drivers: library code behind ``scripts/compare.py``,
+``scripts/retention.py`` and ``scripts/fredholm.py`` (each script is argument
+parsing, one call into this package, and printing). Results, tables and
+plots: docs/experiments.md.
+
+- :mod:`~tmm.experiments.compare`: the baseline comparison
+  (``CompareSettings``, ``run_comparison``): architectures matched by
+  parameter count, trained on one task with the same batches; resume,
+  torchrun, time budgets; metrics.jsonl, summary.md/json, plots.
+- :mod:`~tmm.experiments.ablation`: the TMM variants of models/ablation/
+  compared by that driver (``run_ablation``).
+- :mod:`~tmm.experiments.retention`: information extraction and capacity
+  through one vector (``RetentionSettings``, ``run_retention``), with the
+  autoencoder of :mod:`~tmm.experiments.retention_model`.
+- :mod:`~tmm.experiments.operator_index`: the Fredholm-index analysis of a
+  TMM checkpoint or config (``analyse``).
+
+Shared by the drivers: :mod:`.model_configs` (zoo configs fitted to a task),
+:mod:`.budget` (time budgets), :mod:`.provenance` (git, machine, results
+folders), :mod:`.distributed` (torchrun), :mod:`.formatting`,
+:mod:`.task_options`, and :class:`.errors.SettingsError`, the error for bad
+settings that scripts print after their name.
+"""

@@ -1,0 +1,225 @@
+"""Information retention through one vector (the paper's claim 2):
+information extraction from a frozen trained language model, and
+information capacity of an encoder trained end to end. The models are
+:mod:`tmm.experiments.retention_model`'s.
+
+    from tmm.experiments.retention import RetentionSettings, run_retention
+    result = run_retention(RetentionSettings(modes=["capacity"], archs="tmm,hyena", steps=300))
+
+``scripts/retention.py`` is its command line: each flag is the field of
+:class:`RetentionSettings` of the same name.
+
+Data: windows of ``n`` tokens of the ``lm`` task (``corpus``, default the
+KJV corpus; ``tokenizer`` byte or bpe), training windows from its training
+split, evaluation on its held-out split. Every architecture's config is
+``<arch>-cpu-small`` (``configs`` for others) with ``vocab_size`` and
+``max_len`` set to the task's.
+
+- extraction: each architecture is first trained as a language model on
+  the same windows for ``pretrain_steps`` steps (or loaded: ``encoder``
+  maps an arch to a checkpoint), then frozen; a decoder learns to
+  regenerate the window from the model's last hidden state.
+- capacity: a fresh encoder and the decoder trained together for ``steps``.
+- ``none`` (``baseline``, on by default): the decoder alone on a zero
+  vector: the accuracy reachable with no information about the input.
+
+The decoder is the same for every encoder and is initialised from the same
+seed. Training is tmm.train.train; ``time_budget_min`` caps each mode's
+total training time, shared evenly among the training phases still to run.
+
+Output in ``out`` (default results/retention-<timestamp>/): metrics.jsonl
+(every evaluation row, with mode, arch and phase), summary.json, summary.md
+(table), retention_vs_steps.png (token accuracy against decoder steps),
+retention_by_position.png (final accuracy at each position), all but
+metrics.jsonl written atomically and rewritten after each run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+import tmm.models
+import tmm.tasks
+from tmm.train import NonFiniteError, TrainConfig, train
+
+from . import provenance
+from .budget import EvenShares
+from .errors import SettingsError
+from .model_configs import config_names, fit_to_task, labels_for, read_config
+from .retention_model import Autoencoder, RegenerateTask, position_accuracy
+from .retention_report import markdown, write_plots, write_report
+from .task_options import parse_task_options
+
+__all__ = ["MODES", "RetentionSettings", "RetentionResult", "run_retention", "run_one"]
+
+MODES = ("extraction", "capacity")
+
+
+@dataclasses.dataclass
+class RetentionSettings:
+    """The command line of scripts/retention.py (field ``pretrain_steps`` is flag ``--pretrain-steps``)."""
+
+    modes: list = dataclasses.field(default_factory=lambda: list(MODES))  # extraction and/or capacity
+    archs: str = "tmm,transformer,hyena,mamba2"  # uses models/<arch>-cpu-small.json
+    configs: Optional[str] = None  # comma-separated config names or JSON paths; replaces archs
+    baseline: bool = True  # the zero-vector baseline ("none")
+    encoder: dict = dataclasses.field(default_factory=dict)  # extraction: arch -> checkpoint, instead of pretraining
+    n: int = 32  # tokens per window (the input to regenerate)
+    corpus: Optional[str] = None  # text/JSONL/Parquet file or folder (default: the KJV corpus)
+    tokenizer: str = "byte"  # byte or bpe
+    task_option: list = dataclasses.field(default_factory=list)  # "KEY=VALUE" options of the lm task
+    pretrain_steps: int = 300  # extraction: language-model steps per encoder
+    steps: int = 400  # decoder (extraction) or autoencoder (capacity) steps
+    batch_size: int = 16
+    lr: float = 1e-3
+    decoder_d: int = 128
+    decoder_layers: int = 2
+    position: int = -1  # the encoder position read (-1: the last)
+    eval_batches: int = 4  # held-out batches per evaluation during training
+    final_eval_batches: int = 16  # held-out batches of the final per-position accuracy
+    time_budget_min: Optional[float] = None  # cap on each mode's total training time
+    save_encoders: bool = False  # extraction: save each pretrained LM under OUT/encoders/
+    threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
+    seed: int = 0
+    out: Optional[str] = None
+    no_progress: bool = False
+
+    def checked(self) -> "RetentionSettings":
+        """A copy with modes as a list; SettingsError naming the flag for a value out of range."""
+        s = dataclasses.replace(self, encoder=dict(self.encoder), task_option=list(self.task_option))
+        if isinstance(s.modes, str):
+            s.modes = [m.strip() for m in s.modes.split(",") if m.strip()]
+        s.modes = list(s.modes)
+        bad = [m for m in s.modes if m not in MODES]
+        if bad or not s.modes:
+            raise SettingsError(f"--modes: expected a comma-separated subset of {', '.join(MODES)}, "
+                                f"got {bad or 'nothing'}")
+        for name in ("n", "pretrain_steps", "steps", "batch_size", "decoder_d", "decoder_layers", "eval_batches",
+                     "final_eval_batches", "threads"):
+            if getattr(s, name) < 1:
+                raise SettingsError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(s, name)}")
+        return s
+
+    def task_options(self) -> dict:
+        opts = {"seq_len": self.n, "tokenizer": self.tokenizer}
+        if self.corpus:
+            opts["corpus"] = self.corpus
+        opts.update(parse_task_options(self.task_option))
+        return opts
+
+
+@dataclasses.dataclass
+class RetentionResult:
+    out: Path
+    table: list  # summary.json's "table": one row dict per (mode, arch)
+    verdicts: list  # one line per mode
+    markdown: str  # the table as markdown
+    notes: list
+
+
+def _train_config(s, steps, desc, cap):
+    return TrainConfig(steps=steps, batch_size=s.batch_size, lr=s.lr, warmup=max(1, steps // 10),
+                       seed=s.seed, eval_every=max(1, steps // 10), eval_batches=s.eval_batches,
+                       threads=s.threads, time_budget_s=cap, progress=not s.no_progress, desc=desc)
+
+
+def _encoder(s, mode, label, cfg, task, budget, log, res):
+    """The encoder of (mode, label): loaded, or built (and for extraction
+    pretrained as a language model); None for the baseline."""
+    if cfg is None:
+        return None
+    if mode == "extraction" and label in s.encoder:
+        encoder = tmm.models.load(s.encoder[label])
+        res["pretrained"] = {"checkpoint": s.encoder[label]}
+        budget.cap()  # this phase is skipped: give its share to the others
+    else:
+        torch.manual_seed(s.seed)
+        encoder = tmm.models.build(cfg)
+    res["encoder_params"] = encoder.num_parameters()
+    if mode == "extraction" and label not in s.encoder:
+        lm = train(encoder, task, _train_config(s, s.pretrain_steps, f"{label} LM", budget.cap()),
+                   log=lambda r: log({"phase": "pretrain", **r}))
+        fin = lm.final
+        res["pretrained"] = {"steps": lm.steps, "eval_loss": fin["eval_loss"], "eval_bpb": fin.get("eval_bpb"),
+                             "wall_s": lm.wall_s}
+        if s.save_encoders:
+            encoder.save(Path(s.out) / "encoders" / label)
+    return encoder
+
+
+def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log) -> dict:
+    """Trains one (mode, arch) and returns its result dict (cfg None: the baseline)."""
+    res = {"mode": mode, "arch": label, "status": "done", "note": None}
+    encoder = _encoder(s, mode, label, cfg, task, budget, log, res)
+    torch.manual_seed(s.seed + 1)  # the same decoder initialisation for every encoder
+    model = Autoencoder(encoder, task.vocab_size, task.seq_len, frozen=(mode == "extraction"),
+                        position=s.position, d_in=int(cfg["d_model"]) if cfg else s.decoder_d,
+                        d=s.decoder_d, layers=s.decoder_layers)
+    res["trainable_params"] = model.num_parameters()
+    res["decoder_params"] = sum(p.numel() for p in model.decoder.parameters())
+    res["rows"] = []
+
+    def log_row(r):
+        res["rows"].append(r)
+        log({"phase": mode, **r})
+
+    try:
+        out = train(model, regen, _train_config(s, s.steps, f"{label} {mode[:4]}", budget.cap()), log=log_row)
+    except NonFiniteError as e:
+        res.update(status="diverged", note=str(e), steps=e.step - 1)
+        return res
+    res.update(steps=out.steps, wall_s=out.wall_s, final_loss=out.final["eval_loss"])
+    if out.stopped_early:
+        res.update(status="stopped", note=out.stopped_early)
+    res["position_acc"] = position_accuracy(model, eval_set)
+    res["final_acc"] = sum(res["position_acc"]) / len(res["position_acc"])
+    return res
+
+
+def run_retention(settings: RetentionSettings, *, results_root=None,
+                  log_prefix="tmm.experiments.retention") -> RetentionResult:
+    """Runs every mode for every architecture (and the baseline); see the
+    module docstring. Raises SettingsError for bad settings."""
+    t0 = time.monotonic()
+    s = settings.checked()
+    torch.set_num_threads(s.threads)
+    task = tmm.tasks.make("lm", **s.task_options())
+    regen = RegenerateTask(task)
+    read = [read_config(name) for name in config_names(s.archs, s.configs.split(",") if s.configs else None)]
+    configs = [(label, fit_to_task(cfg, task)) for (cfg, _), label in zip(read, labels_for(read))]
+    if s.baseline:
+        configs.append(("none", None))
+
+    root = Path(results_root) if results_root is not None else provenance.default_results_root()
+    out = Path(s.out) if s.out else provenance.fresh_folder(root, "retention")
+    out.mkdir(parents=True, exist_ok=True)
+    s.out = str(out)
+    print(f"{log_prefix}: {task.describe()}; writing {out}", file=sys.stderr)
+    gen = torch.Generator().manual_seed(s.seed + 2_000_003)
+    eval_set = [regen.eval_batch(s.batch_size, gen) for _ in range(s.final_eval_batches)]
+
+    results, notes = [], []
+    with open(out / "metrics.jsonl", "a") as metrics:
+        for mode in s.modes:
+            phases = sum(2 if (mode == "extraction" and cfg is not None) else 1 for _, cfg in configs)
+            budget = EvenShares(s.time_budget_min, phases)
+            for label, cfg in configs:
+                def log(row, mode=mode, label=label):
+                    metrics.write(json.dumps({"mode": mode, "arch": label, **row}) + "\n")
+                    metrics.flush()
+
+                results.append(run_one(s, mode, label, cfg, task, regen, budget, eval_set, log))
+                write_report(out, s, task, results, notes)
+                write_plots(out, results, s.modes)
+    if not write_plots(out, results, s.modes):
+        notes.append("no plots: matplotlib is not installed")
+    notes.append(f"total wall time {time.monotonic() - t0:.0f} s")
+    rows, verdicts = write_report(out, s, task, results, notes)
+    return RetentionResult(out, rows, verdicts, markdown(rows), notes)

@@ -1,0 +1,107 @@
+"""The retention experiments' report: the table (summary.md, summary.json,
+the printed table), a verdict per mode, and the plots
+(retention_vs_steps.png, retention_by_position.png).
+
+A result is a dict per (mode, arch) as :func:`tmm.experiments.retention.run_one`
+returns it: mode, arch, status, note, encoder_params, trainable_params,
+pretrained, rows, steps, wall_s, final_loss, position_acc, final_acc."""
+from __future__ import annotations
+
+import json
+
+from ..files import atomic_savefig, atomic_write_text
+from .formatting import fmt_any, markdown_table
+
+__all__ = ["summarise", "markdown", "verdict", "write_plots", "write_report"]
+
+HEADER = ["mode", "arch", "encoder params", "LM eval bpb", "steps", "token acc", "eval loss", "train wall s",
+          "status"]
+
+
+def summarise(results) -> list:
+    """The table's rows, one dict per result."""
+    rows = []
+    for r in results:
+        pre = r.get("pretrained") or {}
+        rows.append({
+            "mode": r["mode"], "arch": r["arch"], "encoder_params": r.get("encoder_params"),
+            "trainable_params": r.get("trainable_params"), "lm_eval_bpb": pre.get("eval_bpb"),
+            "steps": r.get("steps"), "token_acc": r.get("final_acc"), "eval_loss": r.get("final_loss"),
+            "wall_s": r.get("wall_s"), "status": r["status"], "note": r.get("note"),
+        })
+    return rows
+
+
+def markdown(rows) -> str:
+    return markdown_table(HEADER, [[
+        s["mode"], s["arch"], fmt_any(s["encoder_params"]), fmt_any(s["lm_eval_bpb"]), fmt_any(s["steps"]),
+        fmt_any(s["token_acc"]), fmt_any(s["eval_loss"]), fmt_any(s["wall_s"], 1), s["status"],
+    ] for s in rows])
+
+
+def verdict(rows, mode) -> str:
+    mine = [s for s in rows if s["mode"] == mode and s["token_acc"] is not None]
+    base = next((s["token_acc"] for s in mine if s["arch"] == "none"), None)
+    archs = sorted((s for s in mine if s["arch"] != "none"), key=lambda s: -s["token_acc"])
+    if not archs:
+        return f"{mode}: nothing finished."
+    text = f"{mode}: " + " > ".join(f"{s['arch']} {s['token_acc']:.3f}" for s in archs)
+    if base is not None:
+        text += f" (no-information baseline {base:.3f})"
+    return text + "."
+
+
+def write_plots(out, results, modes) -> bool:
+    """Token accuracy against decoder steps, and the final accuracy at each
+    position, one panel per mode; False when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    for fname, kind in (("retention_vs_steps.png", "steps"), ("retention_by_position.png", "position")):
+        fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 3.8), squeeze=False)
+        for ax, mode in zip(axes[0], modes):
+            for r in (r for r in results if r["mode"] == mode):
+                style = {"linestyle": ":", "color": "grey"} if r["arch"] == "none" else {}
+                if kind == "steps" and r.get("rows"):
+                    ax.plot([x["step"] for x in r["rows"]], [x["eval_acc"] for x in r["rows"]], marker=".",
+                            label=r["arch"], **style)
+                elif kind == "position" and r.get("position_acc"):
+                    ax.plot(range(len(r["position_acc"])), r["position_acc"], label=r["arch"], **style)
+            ax.set_title(mode)
+            ax.set_xlabel("decoder training steps" if kind == "steps" else "position in the input")
+            ax.set_ylabel("held-out token accuracy")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(True, alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
+        fig.tight_layout()
+        atomic_savefig(fig, out / fname, dpi=100)
+        plt.close(fig)
+    return True
+
+
+def write_report(out, settings, task, results, notes):
+    """summary.md and summary.json; returns (table rows, verdicts)."""
+    rows = summarise(results)
+    verdicts = [verdict(rows, m) for m in settings.modes]
+    md = [
+        f"# Information retention through one vector ({', '.join(settings.modes)})", "",
+        task.describe() + f". Windows of {task.seq_len} tokens; the encoder's hidden state at position "
+        f"{settings.position}; decoder d={settings.decoder_d}, {settings.decoder_layers} layers. Token accuracy: "
+        f"argmax regeneration accuracy over {settings.final_eval_batches * settings.batch_size} held-out windows.",
+        "", markdown(rows), "", *[f"**{v}**" for v in verdicts],
+    ]
+    if notes:
+        md += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    md += ["", "![accuracy vs steps](retention_vs_steps.png)", "![accuracy by position](retention_by_position.png)"]
+    atomic_write_text(out / "summary.md", "\n".join(md) + "\n")
+    slim = [{k: v for k, v in r.items() if k != "rows"} for r in results]
+    args = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
+    atomic_write_text(out / "summary.json", json.dumps(
+        {"args": args, "task": task.options, "verdicts": verdicts,
+         "table": rows, "runs": slim, "notes": notes}, indent=2, default=str) + "\n")
+    return rows, verdicts
