@@ -756,12 +756,6 @@ class Compiler {
   RegexProgram& prog_;
 };
 
-RegexProgram compile(const Node& root) {
-  RegexProgram program;
-  Compiler(program).sub(root);
-  return program;
-}
-
 }  // namespace
 
 RegexProgram compile_regex(std::string_view pattern) {
@@ -780,7 +774,9 @@ RegexProgram compile_literal(std::string_view text) {
     cat.kids.push_back(c);
     i += d.len;
   }
-  return compile(cat);
+  RegexProgram program;
+  Compiler(program).sub(cat);
+  return program;
 }
 
 }  // namespace tmm::text::detail
