@@ -4,10 +4,11 @@
 and C++):
 
     tok = tmm.text.Tokenizer.byte_level()          # ids = UTF-8 bytes, vocab_size 256
-    tok = tmm.text.Tokenizer.from_file("tokenizer.json")   # byte-level BPE
+    tok = tmm.text.Tokenizer.from_file("tokenizer.json")   # byte-level BPE (GPT-2, GPT-NeoX, Llama 3, ...)
     ids = tok.encode("héllo")                      # list[int]; bytes are accepted too
+    ids = tok.encode("héllo", add_special_tokens=False)   # without e.g. Llama 3's <|begin_of_text|>
     text = tok.decode(ids)                         # str; U+FFFD for ill-formed UTF-8
-    tok.token_bytes(ids[0]), tok.vocab_size, tok.kind
+    tok.pre_tokenize("héllo"), tok.token_bytes(ids[0]), tok.vocab_size, tok.kind
 
 ``train_bpe`` trains a byte-level BPE with the ``tokenizers`` package and
 saves its tokenizer.json (``train_bpe_json`` returns the JSON text instead).

@@ -23,11 +23,28 @@ void bind_text(py::module& m) {
       .def_static("from_str", &Tokenizer::from_json_text, py::arg("json"), "The same, from the JSON text")
       .def(
           "encode",
-          [](const Tokenizer& self, const std::string& text) {
+          [](const Tokenizer& self, const std::string& text, bool add_special_tokens) {
             py::gil_scoped_release release;
-            return self.encode(text);
+            return self.encode(text, add_special_tokens);
           },
-          py::arg("text"), "list[int]: the ids of a str (its UTF-8) or of any bytes")
+          py::arg("text"), py::arg("add_special_tokens") = true,
+          "list[int]: the ids of a str (its UTF-8) or of any bytes, with the special tokens the "
+          "post-processor adds around them (e.g. Llama 3's <|begin_of_text|>) unless add_special_tokens=False")
+      .def(
+          "pre_tokenize",
+          [](const Tokenizer& self, const std::string& text) {
+            std::vector<std::string> pieces;
+            {
+              py::gil_scoped_release release;
+              pieces = self.pre_tokenize(text);
+            }
+            py::list out;
+            for (const std::string& p : pieces) out.append(py::bytes(p));
+            return out;
+          },
+          py::arg("text"),
+          "list[bytes]: the pieces the model encodes one at a time (added tokens, then the normalized, "
+          "pre-tokenized text between them)")
       .def("decode", &Tokenizer::decode, py::arg("ids"), py::call_guard<py::gil_scoped_release>(),
            "str: ill-formed UTF-8 in the decoded bytes becomes U+FFFD; special tokens are kept")
       .def(

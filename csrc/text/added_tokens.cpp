@@ -15,7 +15,10 @@ bool is_space_at(std::string_view s, size_t i, size_t* len) { return class_at(s,
 AddedTokens::AddedTokens(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
   raw_.token = {-1};
   normalized_.token = {-1};
-  for (size_t i = 0; i < tokens_.size(); ++i) insert(tokens_[i].normalized ? normalized_ : raw_, i);
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    insert(tokens_[i].normalized ? normalized_ : raw_, i);
+    (tokens_[i].normalized ? has_normalized_ : has_raw_) = true;
+  }
 }
 
 void AddedTokens::insert(Trie& trie, size_t index) {
@@ -32,11 +35,10 @@ void AddedTokens::insert(Trie& trie, size_t index) {
   trie.token[size_t(node)] = int32_t(index);
 }
 
-// The Rust library's AddedVocabulary::find_matches on text[0, size), offsets
-// shifted by `offset`: after a match the search resumes at its end, before
+// The Rust library's AddedVocabulary::find_matches: after a match the search resumes at its end, before
 // rstrip widened it (so, as there, a token starting with whitespace after an
 // rstrip token can overlap it).
-void AddedTokens::find(const Trie& trie, std::string_view text, size_t offset, std::vector<Segment>& out) const {
+void AddedTokens::find(const Trie& trie, std::string_view text, std::vector<Segment>& out) const {
   const size_t n = text.size();
   size_t start_offset = 0;
   for (size_t i = 0; i < n;) {
@@ -64,21 +66,19 @@ void AddedTokens::find(const Trie& trie, std::string_view text, size_t offset, s
     }
     if (tok.rstrip)
       while (stop < n && is_space_at(text, stop, &len)) stop += len;
-    if (start_offset < start) out.push_back({offset + start_offset, offset + start, -1});
-    out.push_back({offset + start, offset + stop, int64_t(tok.id)});
+    if (start_offset < start) out.push_back({start_offset, start, -1});
+    out.push_back({start, stop, int64_t(tok.id)});
     start_offset = stop;
     i = best_end;
   }
-  if (start_offset < n) out.push_back({offset + start_offset, offset + n, -1});
+  if (start_offset < n) out.push_back({start_offset, n, -1});
 }
 
-std::vector<Segment> AddedTokens::split(std::string_view text) const {
-  std::vector<Segment> first, out;
-  find(raw_, text, 0, first);
-  for (const Segment& s : first) {
-    if (s.id >= 0) out.push_back(s);
-    else find(normalized_, text.substr(s.begin, s.end - s.begin), s.begin, out);
-  }
+std::vector<Segment> AddedTokens::split(std::string_view text, bool normalized) const {
+  std::vector<Segment> out;
+  if (text.empty()) return out;
+  if (!(normalized ? has_normalized_ : has_raw_)) out.push_back({0, text.size(), -1});
+  else find(normalized ? normalized_ : raw_, text, out);
   return out;
 }
 

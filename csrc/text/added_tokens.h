@@ -1,9 +1,9 @@
 // The added tokens of a tokenizer.json (special tokens such as
 // "<|endoftext|>" and user-added ones): found in the text before
 // pre-tokenization, as the Rust `tokenizers` library does: leftmost-longest,
-// first the tokens with "normalized": false on the whole text, then those with
-// "normalized": true in what is left (the same text, as tmm supports no
-// normalizer), honouring lstrip / rstrip.
+// first the tokens with "normalized": false on the raw text, then those with
+// "normalized": true in each part left once normalized (their own content
+// normalized too), honouring lstrip / rstrip.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 namespace tmm::text::detail {
 
 struct AddedToken {
-  std::string content;  // non-empty UTF-8
+  std::string content;  // non-empty UTF-8; for a normalized token, as the normalizer leaves it
   uint32_t id = 0;
   bool lstrip = false;  // the match takes the whitespace before it
   bool rstrip = false;  // ... and after it
@@ -33,10 +33,11 @@ class AddedTokens {
   explicit AddedTokens(std::vector<AddedToken> tokens);
 
   bool empty() const { return tokens_.empty(); }
+  bool has_normalized() const { return has_normalized_; }
 
-  // The text cut into added tokens and the text between them, in order;
-  // empty text parts are left out.
-  std::vector<Segment> split(std::string_view text) const;
+  // The text cut into the tokens with normalized == `normalized` and the text
+  // between them, in order; empty text parts are left out.
+  std::vector<Segment> split(std::string_view text, bool normalized) const;
 
  private:
   // A byte trie of token contents; node 0 is the root.
@@ -45,10 +46,11 @@ class AddedTokens {
     std::vector<int32_t> token;                      // per node: index into tokens_, or -1
   };
   void insert(Trie& trie, size_t index);
-  void find(const Trie& trie, std::string_view text, size_t offset, std::vector<Segment>& out) const;
+  void find(const Trie& trie, std::string_view text, std::vector<Segment>& out) const;
 
   std::vector<AddedToken> tokens_;
   Trie raw_, normalized_;
+  bool has_raw_ = false, has_normalized_ = false;
 };
 
 }  // namespace tmm::text::detail

@@ -1,11 +1,12 @@
 #include "tmm/text/tokenizer.h"
 
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <utility>
 
-#include "text/gpt2_split.h"
+#include "text/normalize.h"
 #include "text/tokenizer_impl.h"
 #include "text/unicode.h"
 
@@ -54,35 +55,61 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   }
 }
 
-std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+namespace {
+
+// The Rust library's pipeline, up to the model: added tokens with
+// "normalized": false found on the raw text; each part between them
+// normalized; added tokens with "normalized": true found on that; what is
+// left pre-tokenized. Calls token(id, text) for each added token and
+// piece(bytes) for each piece for the model, in order.
+void visit(const TokenizerImpl& impl, std::string_view text,
+           const std::function<void(int64_t, std::string_view)>& token,
+           const std::function<void(std::string_view)>& piece) {
+  if (text.empty()) return;
+  const auto pre_tokenize = [&](std::string_view part) {
+    if (impl.normalizers.empty() && !impl.added->has_normalized()) return impl.pre_tokenizer.run(part, piece);
+    std::string normalized(part);
+    for (const detail::NormalForm form : impl.normalizers) normalized = detail::normalize(normalized, form);
+    for (const detail::Segment& s : impl.added->split(normalized, true)) {
+      const std::string_view sub = std::string_view(normalized).substr(s.begin, s.end - s.begin);
+      if (s.id >= 0) token(s.id, sub);
+      else impl.pre_tokenizer.run(sub, piece);
+    }
+  };
+  for (const detail::Segment& s : impl.added->split(text, false)) {
+    const std::string_view part = text.substr(s.begin, s.end - s.begin);
+    if (s.id >= 0) token(s.id, part);
+    else pre_tokenize(part);
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   std::vector<int64_t> out;
   if (impl_->byte_level) {
     out.reserve(text.size());
     for (const char c : text) out.push_back(static_cast<unsigned char>(c));
     return out;
   }
-  out.reserve(text.size() / 3);
-  std::vector<std::string_view> pieces;
-  std::string prefixed;
-  const auto encode_text = [&](std::string_view part) {
-    if (impl_->add_prefix_space && part[0] != ' ') {
-      prefixed.assign(1, ' ');
-      prefixed.append(part);
-      part = prefixed;
-    }
-    if (!impl_->use_regex) return impl_->bpe->encode_piece(part, out);
-    pieces.clear();
-    detail::gpt2_split(part, pieces);
-    for (const std::string_view p : pieces) impl_->bpe->encode_piece(p, out);
-  };
-  if (impl_->added->empty()) {
-    if (!text.empty()) encode_text(text);
+  if (add_special_tokens) out = impl_->prefix_ids;
+  out.reserve(out.size() + text.size() / 3 + impl_->suffix_ids.size());
+  visit(
+      *impl_, text, [&](int64_t id, std::string_view) { out.push_back(id); },
+      [&](std::string_view piece) { impl_->bpe->encode_piece(piece, out); });
+  if (add_special_tokens) out.insert(out.end(), impl_->suffix_ids.begin(), impl_->suffix_ids.end());
+  return out;
+}
+
+std::vector<std::string> Tokenizer::pre_tokenize(std::string_view text) const {
+  std::vector<std::string> out;
+  if (impl_->byte_level) {
+    if (!text.empty()) out.emplace_back(text);
     return out;
   }
-  for (const detail::Segment& s : impl_->added->split(text)) {
-    if (s.id >= 0) out.push_back(s.id);
-    else encode_text(text.substr(s.begin, s.end - s.begin));
-  }
+  visit(
+      *impl_, text, [&](int64_t, std::string_view token) { out.emplace_back(token); },
+      [&](std::string_view piece) { out.emplace_back(piece); });
   return out;
 }
 

@@ -6,9 +6,12 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "text/added_tokens.h"
 #include "text/bpe.h"
+#include "text/normalize.h"
+#include "text/pre_tokenizer.h"
 
 namespace tmm::text::detail {
 
@@ -18,10 +21,11 @@ struct TokenizerImpl {
 
   std::unique_ptr<Bpe> bpe;
   std::unique_ptr<AddedTokens> added;
-  bool add_prefix_space = false;  // ByteLevel pre-tokenizer: " " before each text part not starting with one
-  bool use_regex = true;          // ... and the GPT-2 split
-  std::unordered_map<int64_t, std::string> id_bytes;            // every id's decoded bytes
-  std::unordered_map<std::string, int64_t> added_ids;           // added token content -> id
+  std::vector<NormalForm> normalizers;  // applied in order to the text between added tokens
+  PreTokenizer pre_tokenizer;
+  std::vector<int64_t> prefix_ids, suffix_ids;              // the post-processor's special tokens around a text
+  std::unordered_map<int64_t, std::string> id_bytes;        // every id's decoded bytes
+  std::unordered_map<std::string, int64_t> added_ids;       // added token content -> id
 };
 
 // Throws std::invalid_argument "<key>: <what is wrong>".

@@ -1,7 +1,8 @@
 // Reads a byte-level BPE tokenizer.json (the Python `tokenizers` package's
-// format) into a TokenizerImpl. Everything that would change the ids and that
-// tmm does not implement is refused with the key and the value found, rather
-// than silently tokenizing differently from that package.
+// format) into a TokenizerImpl: the BPE model and the added tokens here, the
+// components around them in pipeline_json.cpp. Everything that would change
+// the ids and that tmm does not implement is refused with the key and the
+// value found, rather than silently tokenizing differently from that package.
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -12,73 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "text/byte_level.h"
+#include "text/json_reading.h"
+#include "text/pipeline_json.h"
 #include "text/tokenizer_impl.h"
 #include "text/unicode.h"
 
 namespace tmm::text::detail {
 namespace {
-
-using nlohmann::json;
-
-// A value for an error message: its JSON, cut at 80 bytes on a character boundary.
-std::string show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() <= 80) return s;
-  size_t cut = 77;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-  return s.substr(0, cut) + "...";
-}
-
-[[noreturn]] void fail(const std::string& key, const std::string& what) {
-  throw std::invalid_argument(key + ": " + what);
-}
-
-[[noreturn]] void expected(const std::string& key, const std::string& what, const json& found) {
-  fail(key, "expected " + what + ", found " + show(found));
-}
-
-const json* member(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
-
-bool is_null(const json* v) { return v == nullptr || v->is_null(); }
-
-bool get_bool(const json& obj, const char* key, const std::string& path, bool fallback) {
-  const json* v = member(obj, key);
-  if (is_null(v)) return fallback;
-  if (!v->is_boolean()) expected(path + "." + key, "true or false", *v);
-  return v->get<bool>();
-}
-
-uint32_t get_id(const json& v, const std::string& key) {
-  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0) ||
-      v.get<uint64_t>() > std::numeric_limits<uint32_t>::max())
-    expected(key, "an id (an integer in [0, 2^32))", v);
-  return uint32_t(v.get<uint64_t>());
-}
-
-const std::string& type_of(const json& v, const std::string& key) {
-  if (!v.is_object()) expected(key, "an object", v);
-  const json* t = member(v, "type");
-  if (t == nullptr || !t->is_string()) expected(key + ".type", "a string", t ? *t : json());
-  return t->get_ref<const std::string&>();
-}
-
-// A component that must be one ByteLevel, alone or as the only element of a
-// Sequence (whose list is under `list_key`); returns the ByteLevel object.
-const json& byte_level_component(const json& v, const std::string& key, const char* list_key) {
-  const std::string& type = type_of(v, key);
-  if (type == "ByteLevel") return v;
-  if (type != "Sequence") expected(key + ".type", "\"ByteLevel\" (or a Sequence of one ByteLevel)", json(type));
-  const json* list = member(v, list_key);
-  const std::string list_path = key + "." + list_key;
-  if (list == nullptr || !list->is_array() || list->size() != 1)
-    expected(list_path, "a list of one ByteLevel", list ? *list : json());
-  const std::string item = list_path + "[0]";
-  if (type_of((*list)[0], item) != "ByteLevel") expected(item + ".type", "\"ByteLevel\"", (*list)[0]["type"]);
-  return (*list)[0];
-}
 
 void require_null(const json& root, const char* key, const char* why) {
   const json* v = member(root, key);
@@ -190,6 +131,11 @@ std::vector<AddedToken> read_added_tokens(const json& root, const Bpe& bpe) {
   return out;
 }
 
+std::string apply_normalizers(std::string text, const std::vector<NormalForm>& normalizers) {
+  for (const NormalForm form : normalizers) text = normalize(text, form);
+  return text;
+}
+
 }  // namespace
 
 std::shared_ptr<const TokenizerImpl> parse_tokenizer_json(const std::string& text) {
@@ -200,24 +146,13 @@ std::shared_ptr<const TokenizerImpl> parse_tokenizer_json(const std::string& tex
     fail("(document)", std::string("not valid JSON: ") + e.what());
   }
   if (!root.is_object()) expected("(document)", "a JSON object", root);
-  require_null(root, "normalizer", "tmm supports no normalizer");
   require_null(root, "truncation", "truncation is not supported");
   require_null(root, "padding", "padding is not supported");
-  if (const json* post = member(root, "post_processor");
-      !is_null(post) && type_of(*post, "post_processor") != "ByteLevel")
-    expected("post_processor", "null or ByteLevel (others add tokens; not supported)", *post);
 
   auto impl = std::make_shared<TokenizerImpl>();
-  const json* pre = member(root, "pre_tokenizer");
-  if (pre == nullptr || pre->is_null()) expected("pre_tokenizer", "ByteLevel (or a Sequence of one ByteLevel)", json());
-  const json& bl = byte_level_component(*pre, "pre_tokenizer", "pretokenizers");
-  const std::string bl_key = &bl == pre ? "pre_tokenizer" : "pre_tokenizer.pretokenizers[0]";
-  impl->add_prefix_space = get_bool(bl, "add_prefix_space", bl_key, true);
-  impl->use_regex = get_bool(bl, "use_regex", bl_key, true);
-  const json* dec = member(root, "decoder");
-  if (dec == nullptr || dec->is_null()) expected("decoder", "ByteLevel (or a Sequence of one ByteLevel)", json());
-  byte_level_component(*dec, "decoder", "decoders");
-
+  impl->normalizers = read_normalizer(root);
+  impl->pre_tokenizer = read_pre_tokenizer(root);
+  check_decoder(root);
   impl->bpe = read_model(root);
   std::vector<AddedToken> added = read_added_tokens(root, *impl->bpe);
 
@@ -226,11 +161,17 @@ std::shared_ptr<const TokenizerImpl> parse_tokenizer_json(const std::string& tex
     impl->id_bytes.emplace(id, token_to_bytes(token));
     max_id = std::max<int64_t>(max_id, id);
   }
-  for (const AddedToken& a : added) {  // the added token wins an id, as in the Python package
-    impl->id_bytes[a.id] = token_to_bytes(a.content);
+  for (AddedToken& a : added) {  // the added token wins an id, as in the Python package
     impl->added_ids.emplace(a.content, a.id);
+    // A normalized token is matched, and decoded, as the normalizer leaves it.
+    if (a.normalized) a.content = apply_normalizers(std::move(a.content), impl->normalizers);
+    impl->id_bytes[a.id] = token_to_bytes(a.content);
     max_id = std::max<int64_t>(max_id, a.id);
   }
+  const SpecialTokensAround around =
+      read_post_processor(root, [&](uint32_t id) { return impl->id_bytes.count(id) > 0; });
+  impl->prefix_ids = around.prefix;
+  impl->suffix_ids = around.suffix;
   impl->vocab_size = max_id + 1;
   impl->added = std::make_unique<AddedTokens>(std::move(added));
   return impl;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "text/unicode_properties.h"
 #include "text/unicode_tables.h"
 
 namespace tmm::text::detail {
@@ -13,12 +14,48 @@ CharClass char_class(char32_t cp) {
     if (cp >= '0' && cp <= '9') return CharClass::kNumber;
     return CharClass::kOther;
   }
-  const auto* end = std::end(kCodePointRanges);
-  const auto* it = std::upper_bound(std::begin(kCodePointRanges), end, cp,
-                                    [](char32_t c, const CodePointRange& r) { return c < r.first; });
-  if (it == std::begin(kCodePointRanges)) return CharClass::kOther;
-  --it;
-  return cp <= it->last ? static_cast<CharClass>(it->cls) : CharClass::kOther;
+  const CodePointRange* r = find_range(kCodePointRanges, cp);
+  return r ? static_cast<CharClass>(r->cls) : CharClass::kOther;
+}
+
+GeneralCategory general_category(char32_t cp) {
+  const CategoryRange* r = find_range(kCategoryRanges, cp);
+  return r ? static_cast<GeneralCategory>(r->category) : GeneralCategory::kCn;
+}
+
+std::vector<std::pair<char32_t, char32_t>> class_ranges(CharClass cls) {
+  std::vector<std::pair<char32_t, char32_t>> out;
+  for (const CodePointRange& r : kCodePointRanges)
+    if (r.cls == static_cast<uint8_t>(cls)) out.emplace_back(r.first, r.last);
+  return out;
+}
+
+std::vector<std::pair<char32_t, char32_t>> category_ranges(GeneralCategory category) {
+  std::vector<std::pair<char32_t, char32_t>> out;
+  if (category != GeneralCategory::kCn) {
+    for (const CategoryRange& r : kCategoryRanges)
+      if (r.category == static_cast<uint8_t>(category)) out.emplace_back(r.first, r.last);
+    return out;
+  }
+  char32_t next = 0;  // unassigned: the gaps between the ranges
+  for (const CategoryRange& r : kCategoryRanges) {
+    if (r.first > next) out.emplace_back(next, r.first - 1);
+    next = r.last + 1;
+  }
+  if (next <= 0x10FFFF) out.emplace_back(next, 0x10FFFF);
+  return out;
+}
+
+int case_fold(char32_t cp, char32_t out[3]) {
+  const auto* end = std::end(kCaseFoldings);
+  const auto* it = std::lower_bound(std::begin(kCaseFoldings), end, cp,
+                                    [](const CaseFolding& f, char32_t c) { return f.cp < c; });
+  if (it == end || it->cp != cp) {
+    out[0] = cp;
+    return 1;
+  }
+  for (int i = 0; i < it->length; ++i) out[i] = it->folded[i];
+  return it->length;
 }
 
 Decoded decode_utf8(std::string_view s, size_t i) {

@@ -1,4 +1,4 @@
-// UTF-8 and code point classes for the tokenizers (torch-free).
+// UTF-8, code point classes and properties for the tokenizers (torch-free).
 //
 // Input text is any byte string: well-formed UTF-8 decodes to code points, and
 // each maximal ill-formed subpart (Unicode's "maximal subpart" rule, as in
@@ -6,10 +6,14 @@
 // here fails on bad input.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace tmm::text::detail {
 
@@ -18,6 +22,35 @@ enum class CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 
 
 // The class of a code point: \p{L}, \p{N}, \s (Oniguruma's) or other.
 CharClass char_class(char32_t cp);
+
+// General categories, numbered as in unicode_properties.h (Cn, unassigned, is 0).
+enum class GeneralCategory : uint8_t {
+  kCn, kLu, kLl, kLt, kLm, kLo, kMn, kMc, kMe, kNd, kNl, kNo, kPc, kPd, kPs, kPe, kPi,
+  kPf, kPo, kSm, kSc, kSk, kSo, kZs, kZl, kZp, kCc, kCf, kCs, kCo
+};
+inline constexpr int kGeneralCategories = 30;
+
+GeneralCategory general_category(char32_t cp);
+
+// The full case folding of cp (Unicode's CaseFolding.txt, C and F: e.g. 'A'
+// -> 'a', U+00DF -> "ss"): writes 1 to 3 code points to `out`, returns how many.
+int case_fold(char32_t cp, char32_t out[3]);
+
+// The code points of a class or a category as sorted, disjoint, inclusive
+// ranges (for the regex's character sets).
+std::vector<std::pair<char32_t, char32_t>> class_ranges(CharClass cls);
+std::vector<std::pair<char32_t, char32_t>> category_ranges(GeneralCategory category);
+
+// The entry of a sorted table of disjoint {first, last, ...} ranges holding
+// cp, or nullptr.
+template <class Range, size_t N>
+const Range* find_range(const Range (&table)[N], char32_t cp) {
+  const Range* it = std::upper_bound(std::begin(table), std::end(table), cp,
+                                     [](char32_t c, const Range& r) { return c < r.first; });
+  if (it == std::begin(table)) return nullptr;
+  --it;
+  return cp <= it->last ? it : nullptr;
+}
 
 // Not a code point: marks an ill-formed unit.
 inline constexpr char32_t kInvalid = 0xFFFFFFFF;

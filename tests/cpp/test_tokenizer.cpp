@@ -1,7 +1,9 @@
-// tmm::text::Tokenizer: the byte-level default, a small handcrafted
-// byte-level BPE tokenizer.json (ids worked out by hand), the GPT-2 split,
-// and the errors. Parity with the Python `tokenizers` package on trained
-// tokenizers is tested in tests/python/test_text.py.
+// tmm::text::Tokenizer: the byte-level default, small handcrafted byte-level
+// BPE tokenizer.json files (GPT-2 and Llama-3 style; ids worked out by hand),
+// the GPT-2 split, and the errors. The regex, Split and NFC pieces are in
+// test_tokenizer_regex.cpp; parity with the Python `tokenizers` package on
+// trained tokenizers in tests/python/test_text.py and
+// tests/python/test_tokenizer_parity.py.
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -69,6 +71,42 @@ nlohmann::json small_bpe(bool add_prefix_space = false, bool string_merges = tru
           {"<|endoftext|>", 15}}},
         {"merges", merges}}},
   };
+}
+
+// Llama 3's shape: NFC, the Split regex then ByteLevel without its own
+// regex, <|begin_of_text|> put before each text by a TemplateProcessing,
+// ignore_merges. "Ã©" (U+00C3 U+00A9) is the byte-level form of "é".
+nlohmann::json llama3_style_bpe() {
+  const char* pattern =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  nlohmann::json j = small_bpe();
+  int id = 16;  // after small_bpe's 0..15
+  for (const char* token : {"'", "s", "'s", "\xC3\x83", "\xC2\xA9", "\xC3\x83\xC2\xA9", "1", "11", "111"})
+    j["model"]["vocab"][token] = id++;
+  j["model"]["vocab"]["<|begin_of_text|>"] = 25;
+  j["model"]["ignore_merges"] = true;
+  for (const char* m : {"' s", "\xC3\x83 \xC2\xA9", "1 1", "11 1"}) j["model"]["merges"].push_back(m);
+  j["added_tokens"].push_back({{"id", 25},
+                               {"content", "<|begin_of_text|>"},
+                               {"single_word", false},
+                               {"lstrip", false},
+                               {"rstrip", false},
+                               {"normalized", false},
+                               {"special", true}});
+  j["normalizer"] = {{"type", "NFC"}};
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  j["post_processor"] = nlohmann::json::parse(R"({"type": "Sequence", "processors": [
+      {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+      {"type": "TemplateProcessing",
+       "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+       "pair": [],
+       "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [25], "tokens": ["<|begin_of_text|>"]}}}]})");
+  return j;
 }
 
 Tokenizer load(const nlohmann::json& j) { return Tokenizer::from_json_text(j.dump()); }
@@ -199,15 +237,80 @@ TEST_CASE("small BPE tokenizer.json: Sequence wrappers, ill-formed input, thread
   for (const auto& r : results) CHECK(r == results[0]);
 }
 
+TEST_CASE("Llama-3-style tokenizer.json: NFC, Split regex, template post-processor", "[tokenizer]") {
+  const Tokenizer tok = load(llama3_style_bpe());
+  CHECK(tok.vocab_size() == 26);
+  // <|begin_of_text|>, then "hello" | " world" (Ġwor l d) | "'s" | " " | "111" | "1" (\\p{N}{1,3}).
+  CHECK(tok.encode("hello world's 1111") == Ids{25, 11, 14, 2, 7, 18, 4, 24, 22});
+  CHECK(tok.encode("hello world's 1111", false) == Ids{11, 14, 2, 7, 18, 4, 24, 22});
+  CHECK(tok.encode("") == Ids{25});
+  CHECK(tok.encode("", false).empty());
+  // NFC first: e + U+0301 becomes U+00E9, whose two bytes merge.
+  CHECK(tok.encode("he\xCC\x81", false) == Ids{0, 21});
+  CHECK(tok.encode("h\xC3\xA9", false) == Ids{0, 21});
+  CHECK(tok.decode(tok.encode("he\xCC\x81")) == "<|begin_of_text|>h\xC3\xA9");
+  // The Split pieces, case-insensitive contractions included (U+017F folds to s).
+  using Pieces = std::vector<std::string>;
+  CHECK(tok.pre_tokenize("it'S x'\xC5\xBFy") == Pieces{"it", "'S", " x", "'\xC5\xBF", "y"});
+  CHECK(tok.pre_tokenize("a  \n\n b<|begin_of_text|>1234") == Pieces{"a", "  \n\n", " b", "<|begin_of_text|>", "123", "4"});
+  CHECK(tok.pre_tokenize("e\xCC\x81") == Pieces{"\xC3\xA9"});
+  // ignore_merges: a piece that is a token is that token ("'s"), with or without merges.
+  CHECK(tok.encode("'s", false) == Ids{18});
+}
+
+TEST_CASE("post-processors: Roberta and Bert processing, add_special_tokens", "[tokenizer]") {
+  nlohmann::json j = small_bpe();
+  j["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", {"h", 0}}, {"sep", {"<|endoftext|>", 15}},
+                         {"trim_offsets", true}, {"add_prefix_space", false}};
+  const Tokenizer roberta = load(j);
+  CHECK(roberta.encode("hello world") == Ids{0, 11, 14, 2, 7, 15});
+  CHECK(roberta.encode("hello world", false) == Ids{11, 14, 2, 7});
+  j["post_processor"] = {{"type", "Sequence"},
+                         {"processors", {{{"type", "BertProcessing"}, {"cls", {"e", 1}}, {"sep", {"d", 7}}}}}};
+  CHECK(load(j).encode("hello") == Ids{1, 11, 7});
+  CHECK(Tokenizer::byte_level().encode("hi", true) == Ids{'h', 'i'});
+}
+
 TEST_CASE("tokenizer.json: unsupported or inconsistent content names the key", "[tokenizer]") {
   using Catch::Contains;
   nlohmann::json j = small_bpe();
-  j["normalizer"] = {{"type", "NFC"}};
-  CHECK_THAT(load_error(j), Contains("normalizer: expected null") && Contains("NFC"));
+  j["normalizer"] = {{"type", "NFKC"}};
+  CHECK_THAT(load_error(j), Contains("normalizer.type: expected \"NFC\", \"NFD\"") && Contains("NFKC"));
+
+  j = small_bpe();
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
+  CHECK_THAT(load_error(j), Contains("normalizer.normalizers[1].type") && Contains("Lowercase"));
 
   j = small_bpe();
   j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Split"}}, {{"type", "ByteLevel"}}}}};
-  CHECK_THAT(load_error(j), Contains("pre_tokenizer.pretokenizers") && Contains("Split"));
+  CHECK_THAT(load_error(j), Contains("pre_tokenizer.pretokenizers[0].pattern: expected {\"Regex\""));
+
+  j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"Regex", "(?<=a)b"}}}, {"behavior", "Isolated"}},
+                          {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+  CHECK_THAT(load_error(j), Contains("pre_tokenizer.pretokenizers[0].pattern.Regex: unsupported construct '(?<='") &&
+                                Contains("lookbehind"));
+
+  j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", "Separated"}},
+                          {{"type", "ByteLevel"}}}}};
+  CHECK_THAT(load_error(j), Contains("pre_tokenizer.pretokenizers[0].behavior") && Contains("Separated"));
+
+  j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Digits"}}}}};
+  CHECK_THAT(load_error(j), Contains("pre_tokenizer.pretokenizers[1]") && Contains("after ByteLevel"));
+
+  j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Digits"}};
+  CHECK_THAT(load_error(j), Contains("no ByteLevel pre-tokenizer"));
+
+  j = small_bpe();
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Metaspace"}}, {{"type", "ByteLevel"}}}}};
+  CHECK_THAT(load_error(j), Contains("pre_tokenizer.pretokenizers[0].type") && Contains("Metaspace"));
 
   j = small_bpe();
   j["pre_tokenizer"] = {{"type", "Whitespace"}};
@@ -259,7 +362,34 @@ TEST_CASE("tokenizer.json: unsupported or inconsistent content names the key", "
 
   j = small_bpe();
   j["post_processor"] = {{"type", "TemplateProcessing"}};
-  CHECK_THAT(load_error(j), Contains("post_processor") && Contains("TemplateProcessing"));
+  CHECK_THAT(load_error(j), Contains("post_processor.single: expected a list of pieces"));
+
+  j = small_bpe();
+  j["post_processor"] = nlohmann::json::parse(R"({"type": "TemplateProcessing", "special_tokens": {},
+      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]})");
+  CHECK_THAT(load_error(j), Contains("post_processor.single[0]") &&
+                                Contains("\"<s>\" is not in the post-processor's special_tokens"));
+
+  j = small_bpe();
+  j["post_processor"] = nlohmann::json::parse(R"({"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}],
+      "special_tokens": {"<s>": {"id": "<s>", "ids": [15], "tokens": ["<s>"]}}})");
+  CHECK_THAT(load_error(j), Contains("post_processor.single") && Contains("sequence A exactly once"));
+
+  j = small_bpe();
+  j["post_processor"] = {{"type", "RobertaProcessing"}, {"cls", {"<s>", 99}}, {"sep", {"</s>", 15}}};
+  CHECK_THAT(load_error(j), Contains("post_processor.cls") && Contains("99 is not a token"));
+
+  j = small_bpe();
+  j["post_processor"] = {{"type", "Sequence"},
+                         {"processors",
+                          {{{"type", "BertProcessing"}, {"cls", {"a", 15}}, {"sep", {"b", 15}}},
+                           {{"type", "RobertaProcessing"}, {"cls", {"a", 15}}, {"sep", {"b", 15}}}}}};
+  CHECK_THAT(load_error(j), Contains("post_processor.processors[1]") && Contains("a second post-processor"));
+
+  j = small_bpe();
+  j["post_processor"] = {{"type", "Sequence"}, {"processors", {{{"type", "ByteLevel"}}, {{"type", "Fancy"}}}}};
+  CHECK_THAT(load_error(j), Contains("post_processor.processors[1].type") && Contains("Fancy"));
 
   CHECK_THAT(load_error(nlohmann::json::array()), Contains("expected a JSON object"));
   CHECK_THROWS_AS(Tokenizer::from_json_text("{\"model\": "), std::invalid_argument);

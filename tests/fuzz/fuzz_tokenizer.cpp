@@ -1,5 +1,6 @@
 // libFuzzer target: the tokenizer.json reader (tmm::text::Tokenizer::
-// from_json_text) on arbitrary text, then encode/decode on what loads.
+// from_json_text) on arbitrary text, then encode/decode on what loads; the
+// input also as a Split regex pattern and as text to normalize.
 //
 // Contract under test:
 //  * any text either loads or raises std::invalid_argument;
@@ -7,13 +8,22 @@
 //    it and fixed multilingual probes, ill-formed UTF-8 included) into ids in
 //    [0, vocab_size()), and decodes them to valid UTF-8 equal to the lossy
 //    decoding of the tokens' bytes;
+//  * encode(text) is encode(text, false) with the same special tokens around
+//    it as encode("") has;
 //  * when every byte has a token and there are no added tokens, no
-//    add_prefix_space and no unk_token, the tokens' bytes are the input's;
-//  * the byte-level tokenizer round-trips the input.
+//    normalizer, no add_prefix_space, no Split that removes text and no
+//    unk_token, the tokens' bytes are the input's;
+//  * the byte-level tokenizer round-trips the input;
+//  * the input as a regex either compiles or raises std::invalid_argument,
+//    and its matches (on the input and the probes) are ordered, disjoint and
+//    on character boundaries;
+//  * NFC and NFD of the input are idempotent and agree with each other
+//    (NFC(NFD(x)) == NFC(x), NFD(NFC(x)) == NFD(x)).
 // Anything else (another exception, a crash, a sanitizer report, a hang) is a
 // bug.
 //
 // Build and run: tests/fuzz/build.sh (see its header).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,12 +31,15 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <tmm/text/tokenizer.h>
 
 #include "text/byte_level.h"
+#include "text/normalize.h"
+#include "text/regex.h"
 #include "text/unicode.h"
 
 namespace {
@@ -55,17 +68,32 @@ bool lossless(const Tokenizer& tok, const nlohmann::json& j) {
     return obj.is_object() && obj.contains(key) && !obj[key].is_null() && obj[key] != false &&
            !(obj[key].is_array() && obj[key].empty());
   };
-  if (is_set(j, "added_tokens") || !j.contains("model") || is_set(j["model"], "unk_token")) return false;
+  if (is_set(j, "added_tokens") || is_set(j, "normalizer") || !j.contains("model") || is_set(j["model"], "unk_token"))
+    return false;
+  // Only ByteLevel (add_prefix_space false), with no Split or Digits before it:
+  // Removed and invert may drop text, and nested Sequences are not worth reading here.
   const nlohmann::json& pre = j["pre_tokenizer"];
+  if (pre.contains("pretokenizers") && pre["pretokenizers"].size() != 1) return false;
   const nlohmann::json& bl = pre.contains("pretokenizers") ? pre["pretokenizers"][0] : pre;
-  if (!bl.contains("add_prefix_space") || bl["add_prefix_space"] != false) return false;
+  if (bl.value("type", "") != "ByteLevel" || !bl.contains("add_prefix_space") || bl["add_prefix_space"] != false)
+    return false;
   for (int b = 0; b < 256; ++b)
     if (!tok.token_to_id(tmm::text::detail::byte_char(uint8_t(b)))) return false;
   return true;
 }
 
-void check_encode(const Tokenizer& tok, std::string_view text, bool exact) {
-  const std::vector<int64_t> ids = tok.encode(text);
+void check_encode(const Tokenizer& tok, std::string_view text, bool exact, const std::vector<int64_t>& specials) {
+  const std::vector<int64_t> ids = tok.encode(text, false);
+  const std::vector<int64_t> with = tok.encode(text);
+  bool around = with.size() == ids.size() + specials.size();  // with == specials[:k] + ids + specials[k:]
+  for (size_t k = 0; around && k <= specials.size(); ++k) {
+    if (std::equal(specials.begin(), specials.begin() + k, with.begin()) &&
+        std::equal(ids.begin(), ids.end(), with.begin() + k) &&
+        std::equal(specials.begin() + k, specials.end(), with.begin() + k + ids.size()))
+      break;
+    if (k == specials.size()) around = false;
+  }
+  if (!around) fail("encode(text) is not encode(text, false) with the special tokens of encode(\"\") around it");
   std::string bytes;
   for (const int64_t id : ids) {
     if (id < 0 || id >= tok.vocab_size())
@@ -76,6 +104,40 @@ void check_encode(const Tokenizer& tok, std::string_view text, bool exact) {
   if (decoded != tmm::text::detail::to_valid_utf8(bytes)) fail("decode differs from the tokens' bytes");
   if (tmm::text::detail::to_valid_utf8(decoded) != decoded) fail("decode returned ill-formed UTF-8");
   if (exact && bytes != text) fail("the tokens' bytes are not the text's");
+}
+
+// The input as a Split pattern.
+void check_regex(const std::string& pattern, const std::string& text) {
+  std::optional<tmm::text::detail::Regex> regex;
+  try {
+    regex.emplace(pattern);
+  } catch (const std::invalid_argument&) {
+    return;  // a clean refusal
+  }
+  for (const std::string_view subject : {std::string_view(text), std::string_view(kProbes[2]),
+                                         std::string_view(kProbes[3]), std::string_view(kProbes[6])}) {
+    std::vector<bool> boundary(subject.size() + 1, false);  // where a UTF-8 unit starts, and the end
+    for (size_t i = 0; i < subject.size(); i += tmm::text::detail::decode_utf8(subject, i).len) boundary[i] = true;
+    boundary[subject.size()] = true;
+    std::vector<std::pair<size_t, size_t>> found;
+    regex->find_all(subject, found);
+    size_t last = 0;
+    for (const auto& [b, e] : found) {
+      if (b < last || b > e || e > subject.size()) fail("regex matches out of order or out of range");
+      if (!boundary[b] || !boundary[e]) fail("a regex match boundary inside a character");
+      last = e;
+    }
+  }
+}
+
+void check_normalizers(const std::string& text) {
+  using tmm::text::detail::NormalForm;
+  using tmm::text::detail::normalize;
+  const std::string nfc = normalize(text, NormalForm::kNFC), nfd = normalize(text, NormalForm::kNFD);
+  if (normalize(nfc, NormalForm::kNFC) != nfc) fail("NFC is not idempotent");
+  if (normalize(nfd, NormalForm::kNFD) != nfd) fail("NFD is not idempotent");
+  if (normalize(nfd, NormalForm::kNFC) != nfc) fail("NFC(NFD(x)) != NFC(x)");
+  if (normalize(nfc, NormalForm::kNFD) != nfd) fail("NFD(NFC(x)) != NFD(x)");
 }
 
 }  // namespace
@@ -90,6 +152,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (back != text) fail("byte-level tokens do not round-trip");
   if (byte.decode(byte_ids) != tmm::text::detail::to_valid_utf8(text)) fail("byte-level decode");
 
+  check_regex(text, text);
+  check_normalizers(text);
+
   std::optional<Tokenizer> tok;
   try {
     tok = Tokenizer::from_json_text(text);
@@ -98,8 +163,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // It loaded, so it is a JSON object the reader accepted.
   const bool exact = lossless(*tok, nlohmann::json::parse(text));
-  for (const char* probe : kProbes) check_encode(*tok, probe, exact);
-  check_encode(*tok, text, exact);
-  for (size_t i = 0; i < text.size(); i += 97) check_encode(*tok, std::string_view(text).substr(i, 131), exact);
+  const std::vector<int64_t> specials = tok->encode("");
+  for (const char* probe : kProbes) check_encode(*tok, probe, exact, specials);
+  check_encode(*tok, text, exact, specials);
+  for (size_t i = 0; i < text.size(); i += 97)
+    check_encode(*tok, std::string_view(text).substr(i, 131), exact, specials);
+  for (const std::string& piece : tok->pre_tokenize(text))
+    if (piece.empty()) fail("pre_tokenize gave an empty piece");
   return 0;
 }

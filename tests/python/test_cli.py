@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import tmm
 import tmm.models as M
 import tmm.text
 
@@ -128,3 +129,170 @@ def test_cli_errors(trained_dir, tmp_path):
     (broken / "model.safetensors").write_bytes(b"\x00" * 10)
     r = _run(cli, "info", "--model", broken, check=False)
     assert r.returncode == 1 and "model.safetensors" in r.stderr
+
+
+# --- the documented flags and syntax -------------------------------------
+
+def _generate(d, *args):
+    return _run(_binary(CLI), "generate", "--model", d, "--greedy", "--quiet", *args)
+
+
+def test_cli_version():
+    r = _run(_binary(CLI), "--version")
+    assert r.stdout == f"tmm {tmm.__version__} (torch {torch.__version__})\n" and r.stderr == ""
+
+
+def test_cli_prompt_file(trained_dir, tmp_path):
+    d, tok, model = trained_dir
+    prompt = "Café, naïve\n"  # read as bytes: the newline and the accents are the prompt's
+    f = tmp_path / "prompt.txt"
+    f.write_bytes(prompt.encode("utf-8"))
+    expected = model.generate(tok.encode(prompt), 12, temperature=0)["tokens"]
+    assert _generate(d, "--prompt-file", f, "--max-new-tokens", 12).stdout == tok.decode(expected) + "\n"
+    # With --prompt: a batch, the file's prompt last.
+    batch = model.generate([tok.encode("The lazy"), tok.encode(prompt)], 12, temperature=0)["tokens"]
+    r = _generate(d, "--prompt", "The lazy", "--prompt-file", f, "--max-new-tokens", 12)
+    assert r.stdout == f"--- 0\n{tok.decode(batch[0])}\n--- 1\n{tok.decode(batch[1])}\n"
+    r = _run(CLI, "generate", "--model", d, "--prompt-file", tmp_path / "missing.txt", check=False)
+    assert r.returncode == 1 and f"--prompt-file: cannot read '{tmp_path / 'missing.txt'}'" in r.stderr
+    (tmp_path / "empty.txt").write_bytes(b"")
+    r = _run(CLI, "generate", "--model", d, "--prompt-file", tmp_path / "empty.txt", check=False)
+    assert r.returncode == 2 and "prompt 0 is empty" in r.stderr
+
+
+def test_cli_stop_id(trained_dir):
+    d, tok, model = trained_dir
+    greedy = model.generate(tok.encode("The"), 24, temperature=0)["tokens"]
+    firsts = [i for i, t in enumerate(greedy) if t not in greedy[:i]]  # first occurrences
+    k = firsts[min(2, len(firsts) - 1)]
+    stop = greedy[k]
+    assert model.generate(tok.encode("The"), 24, temperature=0, stop_tokens=[stop])["tokens"] == greedy[:k + 1]
+    # The sequence ends after the stop token, which is printed.
+    r = _generate(d, "--prompt", "The", "--max-new-tokens", 24, "--stop-id", stop)
+    assert r.stdout == tok.decode(greedy[:k + 1]) + "\n"
+    # Repeatable: the first of them generated ends it.
+    later = next((t for t in greedy[k + 1:] if t not in greedy[:k + 1]), stop)
+    assert _generate(d, "--prompt", "The", "--max-new-tokens", 24, "--stop-id", later, "--stop-id", stop).stdout == \
+        r.stdout
+    r = _run(CLI, "generate", "--model", d, "--prompt", "x", "--stop-id", "-1", check=False)
+    assert r.returncode == 2 and "--stop-id: expected an integer >= 0, got '-1'" in r.stderr
+
+
+def test_cli_threads(trained_dir):
+    d, tok, model = trained_dir
+    expected = tok.decode(model.generate(tok.encode("The quick"), 16, temperature=0)["tokens"]) + "\n"
+    for n in (1, 2):
+        assert _generate(d, "--prompt", "The quick", "--max-new-tokens", 16, "--threads", n).stdout == expected
+    for bad in ("0", "two"):
+        r = _run(CLI, "generate", "--model", d, "--prompt", "x", "--threads", bad, check=False)
+        assert r.returncode == 2 and f"--threads: expected an integer >= 1, got '{bad}'" in r.stderr
+
+
+def test_cli_option_equals_value(trained_dir):
+    d, tok, model = trained_dir
+    spaced = _generate(d, "--prompt", "The", "--max-new-tokens", 8).stdout
+    joined = _run(CLI, "generate", f"--model={d}", "--prompt=The", "--max-new-tokens=8", "--greedy", "--quiet").stdout
+    assert joined == spaced
+    # The value is everything after the first '='.
+    expected = tok.decode(model.generate(tok.encode("a=b"), 4, temperature=0)["tokens"]) + "\n"
+    assert _generate(d, "--prompt=a=b", "--max-new-tokens=4").stdout == expected
+    for args, message in [(["--greedy=yes"], "--greedy takes no value"),
+                          (["--prompt="], "prompt 0 is empty"),
+                          (["--prompt", "x", "--max-new-tokens"], "--max-new-tokens needs a value (N)"),
+                          (["--prompt", "x", "--max-new-tokens=", "--quiet"], "expected an integer >= 1, got ''"),
+                          (["--prompt", "x", "--top-p=high"], "--top-p: expected a number, got 'high'"),
+                          (["--prompt", "x", "--colour=red"], "unknown option --colour")]:
+        r = _run(CLI, "generate", "--model", d, *args, check=False)
+        assert r.returncode == 2 and message in r.stderr, (args, r.stderr)
+
+
+def test_cli_repeated_flags(trained_dir):
+    d, tok, model = trained_dir
+    # Repeatable flags accumulate: --prompt (a batch), --stop, --stop-id.
+    greedy = tok.decode(model.generate(tok.encode("The"), 24, temperature=0)["tokens"])
+    first, second = greedy[3:5], greedy[10:12]
+    r = _generate(d, "--prompt", "The", "--max-new-tokens", 24, "--stop", second, "--stop", first)
+    assert r.stdout == greedy[: min(greedy.index(first), greedy.index(second))] + "\n"
+    # Any other flag given twice is an error naming it, even with the same value.
+    for args in (["--seed", "1", "--seed", "2"], ["--model", d], ["--quiet"], ["--max-new-tokens=3", "--max-new-tokens", "3"]):
+        r = _run(CLI, "generate", "--model", d, "--prompt", "x", "--quiet", *args, check=False)
+        name = args[0].split("=")[0]
+        assert r.returncode == 2 and f"{name} given more than once" in r.stderr, (args, r.stderr)
+
+
+def test_cli_streams_characters_split_across_byte_tokens(tmp_path):
+    """No tokenizer.json: the byte-level tokenizer, so every character beyond
+    ASCII reaches the stream split across tokens and is held back whole."""
+    text = "東京 naïve 🙂 Ωμέγα " * 12
+    d = tmp_path / "bytes"
+    ids = torch.tensor(list(text.encode("utf-8")))[:128].unsqueeze(0)
+    torch.manual_seed(1)
+    model = M.build({"arch": "tmm", "vocab_size": 256, "d_model": 32, "n_layers": 2, "max_len": 128, "heads": 2})
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(40):
+        loss = model(ids[:, :-1], labels=ids[:, 1:]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.save(d)
+    prompt = "東京"
+    generated = model.eval().generate(list(prompt.encode("utf-8")), 40, temperature=0)["tokens"]
+    assert any(b >= 0xC2 for b in generated), "the model should generate multi-byte characters"
+    r = subprocess.run([_binary(CLI), "generate", "--model", str(d), "--prompt", prompt, "--max-new-tokens", "40",
+                        "--greedy", "--quiet"], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == bytes(generated).decode("utf-8", "replace").encode("utf-8") + b"\n"
+
+
+# --- a checkpoint directory with a Llama-3-style tokenizer.json -----------
+
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _llama3_style_tokenizer(path, texts, vocab_size):
+    """Trained locally with `tokenizers`: NFC, Llama 3's Split regex then
+    ByteLevel(use_regex=False), <|begin_of_text|> added before every text."""
+    from tokenizers import Regex, Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import processors, trainers
+    bos = "<|begin_of_text|>"
+    tok = HFTokenizer(models.BPE(ignore_merges=True))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_REGEX), "isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[bos, "<|end_of_text|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, tok.token_to_id(bos))])])
+    tok.save(str(path))
+    return tok
+
+
+def test_cli_uses_a_llama3_style_tokenizer_json(tmp_path):
+    d = tmp_path / "llama3"
+    d.mkdir()
+    hf = _llama3_style_tokenizer(d / "tokenizer.json", [TEXT] * 4 + ["It'S 1234567 e\u0301te\u0301\n\n"], 320)
+    tok = tmm.text.Tokenizer.from_file(str(d / "tokenizer.json"))
+    prompt = "The quick brown fox's cafe\u0301"
+    ids = tok.encode(prompt)
+    assert ids == hf.encode(prompt).ids and ids[0] == tok.token_to_id("<|begin_of_text|>")
+    torch.manual_seed(2)
+    model = M.build({"arch": "tmm", "vocab_size": tok.vocab_size, "d_model": 32, "n_layers": 2, "max_len": 128,
+                     "heads": 2})
+    train_ids = torch.tensor(tok.encode(TEXT)[:128]).unsqueeze(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(30):
+        loss = model(train_ids[:, :-1], labels=train_ids[:, 1:]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.save(d)
+    expected = model.eval().generate(ids, 20, temperature=0)["tokens"]
+    r = _run(_binary(CLI), "generate", "--model", d, "--prompt", prompt, "--max-new-tokens", 20, "--greedy")
+    assert r.stdout == hf.decode(expected, skip_special_tokens=False) + "\n"
+    assert f"prefill 1 x {len(ids)} tokens" in r.stderr  # the prompt's ids, <|begin_of_text|> included
+    info = _run(CLI, "info", "--model", d).stdout
+    assert f"tokenizer      bpe ({tok.vocab_size} ids)" in info

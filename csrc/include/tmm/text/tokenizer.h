@@ -4,9 +4,11 @@
 //  * "byte" (Tokenizer::byte_level(), tmm's default): the ids are the UTF-8
 //    bytes of the text, 0..255.
 //  * "bpe": a byte-level BPE tokenizer.json as written by the Python
-//    `tokenizers` package (GPT-2 style: ByteLevel pre-tokenizer and decoder,
-//    BPE model, added/special tokens). encode gives the ids that package
-//    gives; decode matches its decode(ids, skip_special_tokens=False).
+//    `tokenizers` package (GPT-2, GPT-NeoX and Llama-3 style: NFC
+//    normalizer, Split and ByteLevel pre-tokenizers, BPE model, added and
+//    special tokens, template post-processor, ByteLevel decoder). encode
+//    gives the ids that package gives; decode matches its
+//    decode(ids, skip_special_tokens=False).
 //
 // Any byte string can be encoded (ill-formed UTF-8 included: its bytes are
 // kept). decode returns valid UTF-8: each ill-formed part of the decoded bytes
@@ -38,7 +40,15 @@ class Tokenizer {
   static Tokenizer from_file(const std::string& path);
   static Tokenizer from_json_text(const std::string& text);
 
-  std::vector<int64_t> encode(std::string_view text) const;
+  // The ids of `text`, with the special tokens the post-processor puts
+  // around them (e.g. Llama 3's <|begin_of_text|> before) unless
+  // add_special_tokens is false, as the Python package's
+  // encode(text, add_special_tokens=...).
+  std::vector<int64_t> encode(std::string_view text, bool add_special_tokens = true) const;
+  // The pieces the model encodes one at a time, as raw bytes: the text cut
+  // at its added tokens (each a piece), the rest normalized and
+  // pre-tokenized (with any prefix space). "byte": the text in one piece.
+  std::vector<std::string> pre_tokenize(std::string_view text) const;
   // Throws std::out_of_range naming an id outside [0, vocab_size()) or one
   // with no token.
   std::string decode(const std::vector<int64_t>& ids) const;
