@@ -9,8 +9,9 @@ TMM_CACHE="${TMM_CACHE:-$HOME/.cache/tmm}"
 APT_PACKAGES="cmake g++ ninja-build ccache nlohmann-json3-dev catch2 bible-kjv bible-kjv-text"
 
 # Paths under the clone are hashed relative to it, so a fresh clone (CI) hits
-# the cache filled by another checkout.
-export CCACHE_BASEDIR="$REPO"
+# the cache filled by another checkout; and not the build folder (ccache
+# hashes it for nvcc), so build/ and pip's build-pip/ share their objects.
+export CCACHE_BASEDIR="$REPO" CCACHE_NOHASHDIR=1
 
 log() { printf '\033[1m[tmm]\033[0m %s\n' "$*" >&2; }
 

@@ -42,15 +42,20 @@ setup_all
 cd "$REPO"
 log "C++ tests (ctest)"
 ctest --test-dir build --output-on-failure -j 2
-log "installed-package consumer (cmake --install, find_package(tmm_torch))"
-cmake --install build --prefix build/install >/dev/null
+log "installed-package consumer (cmake --install, the tree moved, find_package(tmm_torch))"
+# Installed elsewhere and then moved into place: the tree must not depend on
+# where it was installed (RPATHs relative to the binaries, a relocatable
+# CMake package).
+rm -rf build/install build/install-unmoved
+cmake --install build --prefix build/install-unmoved >/dev/null
+mv build/install-unmoved build/install
 torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$REPO/build/install;$torch_cmake" >/dev/null
 cmake --build build/consumer >/dev/null
 build/consumer/tmm_consumer
-# For tests/python/test_cli.py: the CLI and the installed-package example;
+# For tests/python/test_cli.py: the installed (moved) CLI and the installed-package example;
 # for test_checkpoint_parity.py: the C++ checkpoint tool (a missing one fails those tests).
-export TMM_CLI="$REPO/build/bin/tmm" TMM_CONSUMER_DIR="$REPO/build/consumer"
+export TMM_CLI="$REPO/build/install/bin/tmm" TMM_CONSUMER_DIR="$REPO/build/consumer"
 export TMM_CHECKPOINT_TOOL="$REPO/build/tests/cpp/tmm_checkpoint_tool"
 log "Python tests (pytest)"
 "$PYTHON" -m pytest tests/python -q "$@"

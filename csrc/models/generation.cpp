@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -51,6 +53,40 @@ int64_t Sampler::sample(const float* logits, int64_t vocab) {
   return c[n - 1].second;
 }
 
+namespace {
+
+// Generation is inference whatever mode the model is in (build_model and
+// load_checkpoint give it in training mode): dropout off while it runs, each
+// module's own flag restored afterwards. A model already in eval mode is not
+// touched, so concurrent generation from it writes nothing.
+class EvalModeForGeneration {
+ public:
+  explicit EvalModeForGeneration(torch::nn::Module& model)
+      : model_(model), children_(model.modules(/*include_self=*/false)) {
+    was_training_.push_back(model.is_training());
+    for (const auto& m : children_) was_training_.push_back(m->is_training());
+    changed_ = std::find(was_training_.begin(), was_training_.end(), true) != was_training_.end();
+    if (changed_) model.eval();
+  }
+  ~EvalModeForGeneration() {
+    if (!changed_) return;
+    // train() is recursive and children_ is in pre-order, so each module's
+    // own call comes after its parent's.
+    model_.train(was_training_[0]);
+    for (size_t i = 0; i < children_.size(); ++i) children_[i]->train(was_training_[i + 1]);
+  }
+  EvalModeForGeneration(const EvalModeForGeneration&) = delete;
+  EvalModeForGeneration& operator=(const EvalModeForGeneration&) = delete;
+
+ private:
+  torch::nn::Module& model_;
+  std::vector<std::shared_ptr<torch::nn::Module>> children_;
+  std::vector<bool> was_training_;  // the model's, then children_'s
+  bool changed_ = false;
+};
+
+}  // namespace
+
 GenerateResult generate(LanguageModel& model, const std::vector<std::vector<int64_t>>& prompts,
                         const GenerateOptions& options, const TokenCallback& on_tokens) {
   using clock = std::chrono::steady_clock;
@@ -73,6 +109,7 @@ GenerateResult generate(LanguageModel& model, const std::vector<std::vector<int6
               " positions, more than the model's max_len ", model.max_len());
 
   torch::NoGradGuard no_grad;
+  EvalModeForGeneration eval_mode(model);
   GenerateResult result;
   result.tokens.resize(B);
   result.finish_reasons.assign(B, "");

@@ -49,7 +49,8 @@ at::Tensor segsum(const at::Tensor& x) {
 
 // ---------------------------------------------------------------- config
 
-Mamba2Config Mamba2Config::from_json(const nlohmann::json& json) {
+Mamba2Config Mamba2Config::from_json_text(const std::string& text) {
+  const nlohmann::json json = nlohmann::json::parse(text);
   ConfigReader r(json, "mamba2 config");
   Mamba2Config c;
   read_common(r, "mamba2", c, /*min_layers=*/1);
@@ -86,8 +87,8 @@ Mamba2Config Mamba2Config::from_json(const nlohmann::json& json) {
   return c;
 }
 
-nlohmann::json Mamba2Config::to_json() const {
-  return {{"arch", "mamba2"},
+std::string Mamba2Config::to_json_text() const {
+  const nlohmann::json json = {{"arch", "mamba2"},
           {"vocab_size", vocab_size},
           {"d_model", d_model},
           {"n_layers", n_layers},
@@ -101,6 +102,7 @@ nlohmann::json Mamba2Config::to_json() const {
           {"ngroups", ngroups},
           {"chunk_size", chunk_size},
           {"d_intermediate", d_intermediate}};
+  return json.dump(2);
 }
 
 // ---------------------------------------------------------------- pieces
@@ -393,11 +395,11 @@ at::Tensor Mamba2Model::decode_hidden(DecodeState& state, const at::Tensor& inpu
   return norm.forward(x);
 }
 
-std::string Mamba2Model::config_json() const { return config.to_json().dump(2); }
+std::string Mamba2Model::config_json() const { return config.to_json_text(); }
 
 namespace {
 const ModelRegistration registration("mamba2", [](const nlohmann::json& config) -> std::shared_ptr<LanguageModel> {
-  return std::make_shared<Mamba2Model>(Mamba2Config::from_json(config));
+  return std::make_shared<Mamba2Model>(Mamba2Config::from_json_text(config.dump()));
 });
 }  // namespace
 

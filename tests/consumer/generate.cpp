@@ -20,8 +20,8 @@ int main(int argc, char** argv) {
   }
   try {
     const std::string dir = argv[1];
-    auto model = tmm::models::load_checkpoint(dir);  // config.json + model.safetensors
-    model->eval();
+    // config.json + model.safetensors; in training mode, which generate() needs no eval() for.
+    auto model = tmm::models::load_checkpoint(dir);
     // The checkpoint's tokenizer.json if it has one, else byte-level.
     const bool has_bpe = std::ifstream(dir + "/tokenizer.json").good();
     const auto tokenizer =

@@ -123,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto tmm = try_parser(j, "tmm", [](const json& x) { return TMMConfig::from_json_text(x.dump()); });
     auto tr = try_parser(j, "transformer", [](const json& x) { return TransformerConfig::from_json_text(x.dump()); });
     auto hy = try_parser(j, "hyena", [](const json& x) { return HyenaConfig::from_json_text(x.dump()); });
-    auto ma = try_parser(j, "mamba2", [](const json& x) { return Mamba2Config::from_json(x); });
+    auto ma = try_parser(j, "mamba2", [](const json& x) { return Mamba2Config::from_json_text(x.dump()); });
     if (arch == "tmm") own = tmm;
     if (arch == "transformer") own = tr;
     if (arch == "hyena") own = hy;

@@ -1,7 +1,10 @@
 """Generation through the C++ generator (tmm/models/generation.h) from
 Python: greedy equals an argmax loop over the full forward, every decode
 method gives the same tokens, batched prompts of different lengths equal
-one-at-a-time generation, sampling is seeded, stop tokens and errors."""
+one-at-a-time generation, sampling is seeded, stop tokens and errors,
+and a model in training mode (fresh from build or load) needs no eval()."""
+import copy
+
 import pytest
 import torch
 
@@ -113,6 +116,37 @@ def test_clear_errors():
         m.generate([1], 2, method="slow")
     with pytest.raises(RuntimeError, match='"fast" is for the long-convolution models'):
         _model("transformer").generate([1], 2, method="fast")
-    m.train()
+    m.train()  # generate runs in eval mode by itself; the step-by-step decode does not
     with pytest.raises(RuntimeError, match=r"call eval\(\) first"):
-        m.generate([1], 2)
+        m.decode(m.start_decoding(1, 4), torch.tensor([[1]]))
+
+
+def _modes(m):
+    """Each module's train/eval flag, as Python and as C++ see it."""
+    return {n: (x.training, m._cpp_root.is_training(n)) for n, x in m.named_modules()}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_generate_from_a_fresh_model_needs_no_eval_and_restores_every_mode(arch, tmp_path):
+    """build() and load() give a model in training mode. generate runs with
+    dropout off by itself (the tokens of the same model in eval mode) and
+    leaves each module's flag as it was, a mixed tree included."""
+    torch.manual_seed(0)
+    m = M.build(dict(M.build(f"{arch}-tiny").config, dropout=0.5))
+    assert m.training
+    reference = copy.deepcopy(m).eval().generate([1, 2, 3], 6, temperature=0)["tokens"]
+    assert m.generate([1, 2, 3], 6, temperature=0)["tokens"] == reference
+    assert all(t and c for t, c in _modes(m).values())
+
+    list(m.children())[-1].eval()  # a mixed tree: one branch in eval mode, the rest training
+    before = _modes(m)
+    assert len({v for v in before.values()}) == 2
+    assert m.generate([1, 2, 3], 6, temperature=0)["tokens"] == reference
+    assert _modes(m) == before
+
+    m.train()
+    m.save(tmp_path)
+    loaded = M.load(tmp_path)
+    assert loaded.training
+    assert loaded.generate([1, 2, 3], 6, temperature=0)["tokens"] == reference
+    assert loaded.training

@@ -2,7 +2,7 @@
 used from Python as ``torch.nn.Module`` instances acting on the C++ module's
 own tensors.
 
-    model = tmm.models.build("tmm-tiny")          # a name in the repo's models/
+    model = tmm.models.build("tmm-tiny")          # a name of the zoo (list_configs(), config_path())
     model = tmm.models.build("my/config.json")    # a JSON file
     model = tmm.models.build({"arch": "tmm", ...})
     logits = model(input_ids)                      # B x L int64 -> B x L x V
@@ -22,21 +22,47 @@ from ._mirror import CppModuleList, CppNode, LanguageModel, LMOutput
 
 
 def models_dir():
-    """The folder of the zoo's JSON configs in a source checkout (the repo's
-    models/), or None for an installed package (pass a path to build then)."""
-    root = Path(__file__).resolve().parent.parent.parent
+    """The folder of the zoo's JSON configs: ``tmm/configs/`` in an installed
+    package (copied there from the repository's models/ at build time), the
+    repository's ``models/`` in a source checkout; None if neither exists."""
+    package = Path(__file__).resolve().parent.parent
+    if (package / "configs").is_dir():
+        return package / "configs"
+    root = package.parent
     if (root / "models").is_dir() and (root / "CMakeLists.txt").is_file():
         return root / "models"
     return None
 
 
 def list_configs(folder=None):
-    """Names of the configs in ``folder`` (default :func:`models_dir`), e.g.
-    ["tmm-cpu-small", "tmm-paper", "tmm-tiny", ...]."""
+    """Names of the configs in ``folder`` (default: the zoo, :func:`models_dir`),
+    sub-folders included: ["hyena-cpu-small", ..., "tmm-tiny", ...,
+    "ablation/tmm-expanded", ...]. Each is a name :func:`config_path` and
+    :func:`build` accept."""
     folder = Path(folder) if folder is not None else models_dir()
     if folder is None:
         return []
-    return sorted(p.stem for p in folder.glob("*.json"))
+    top = sorted(p.stem for p in folder.glob("*.json"))
+    nested = sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.glob("*/**/*.json"))
+    return top + nested
+
+
+def config_path(name):
+    """The JSON file of the zoo's config ``name`` (one of :func:`list_configs`,
+    e.g. "tmm-tiny" or "ablation/tmm-flat"): the one place a config name
+    becomes a path, in a source checkout and in an installed package alike."""
+    if not isinstance(name, str):
+        raise TypeError(f"config_path: expected a config name (str), got {type(name).__name__}")
+    folder = models_dir()
+    if folder is None:
+        raise FileNotFoundError(
+            f"config_path: no folder of configs to look '{name}' up in: neither {Path(__file__).parent.parent / 'configs'} "
+            "(an installed package) nor a source checkout's models/; reinstall tmm"
+        )
+    known = list_configs(folder)
+    if name not in known:
+        raise FileNotFoundError(f"config_path: no config named '{name}' in {folder} (known: {', '.join(known)})")
+    return folder / f"{name}.json"
 
 
 def architectures():
@@ -55,21 +81,14 @@ def _config_text(config_or_path):
             f"build: expected a config dict, a JSON file path or a config name, got {type(config_or_path).__name__}"
         )
     path = Path(config_or_path)
-    is_name = isinstance(config_or_path, str) and os.sep not in config_or_path and not config_or_path.endswith(".json")
-    if is_name and not path.is_file():
-        folder = models_dir()
-        if folder is None:
-            raise FileNotFoundError(
-                f"build: '{config_or_path}' is not a file, and config names are looked up only in a source "
-                "checkout's models/ folder; pass the path of a JSON config"
-            )
-        path = folder / f"{config_or_path}.json"
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"build: no config named '{config_or_path}' in {folder} (known: {', '.join(list_configs())})"
-            )
     if not path.is_file():
-        raise FileNotFoundError(f"build: no such config file: '{path}'")
+        looks_like_name = isinstance(config_or_path, str) and not config_or_path.endswith(".json")
+        if not looks_like_name:
+            raise FileNotFoundError(f"build: no such config file: '{path}'")
+        try:
+            path = config_path(config_or_path)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"build: '{config_or_path}' is not a file; as a config name: {e}") from None
     return path.read_text(), str(path)
 
 
@@ -106,6 +125,7 @@ __all__ = [
     "build",
     "load",
     "list_configs",
+    "config_path",
     "architectures",
     "models_dir",
 ]

@@ -234,6 +234,8 @@ class LanguageModel(CppNode):
                  stop_tokens=(), method="auto", on_tokens=None):
         """Generates from token-id prompts (a list of lists, or one list) with
         the C++ generator (tmm/models/generation.h): temperature 0 = greedy.
+        Generation is inference: it runs with dropout off in any mode (no
+        eval() needed) and leaves each module's train/eval flag as it was.
         Returns a dict: tokens (new ids per prompt), finish_reasons, method,
         prefill_seconds, step_seconds. on_tokens(list) is called after each
         round with each sequence's new token (-1: none); return False to stop."""

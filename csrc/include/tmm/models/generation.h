@@ -45,7 +45,8 @@ using TokenCallback = std::function<bool(const std::vector<int64_t>& new_tokens)
 // shortest prompt's length is prefilled at once, longer prompts are then fed
 // their own tokens while shorter ones already generate. Needs the model's
 // max_len >= longest prompt + max_new_tokens - 1 (the last token is never fed
-// back). The model must be in eval mode.
+// back). Runs in eval mode (no dropout) whatever the model's mode; each
+// module's train/eval flag is restored afterwards.
 GenerateResult generate(LanguageModel& model, const std::vector<std::vector<int64_t>>& prompts,
                         const GenerateOptions& options, const TokenCallback& on_tokens = nullptr);
 

@@ -31,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -63,9 +62,9 @@ struct Mamba2Config {
   int64_t nheads() const { return d_inner() / headdim; }
 
   // Validates every key ("arch" must be "mamba2"); errors name the key.
-  static Mamba2Config from_json(const nlohmann::json& config);
+  static Mamba2Config from_json_text(const std::string& json);
   // Every key spelled out, including "arch".
-  nlohmann::json to_json() const;
+  std::string to_json_text() const;
 };
 
 namespace mamba2 {
