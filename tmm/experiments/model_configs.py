@@ -25,12 +25,10 @@ def read_config(name_or_path) -> tuple:
     """(config dict, short name) of a config name in models/ or a JSON path."""
     path = Path(name_or_path)
     if not path.is_file():
-        folder = tmm.models.models_dir()
-        cand = folder / f"{name_or_path}.json" if folder is not None else None
-        if cand is None or not cand.is_file():
-            known = ", ".join(tmm.models.list_configs())
-            raise SettingsError(f"no config file or name '{name_or_path}' (known names: {known})")
-        path = cand
+        try:
+            path = tmm.models.config_path(str(name_or_path))
+        except FileNotFoundError as e:
+            raise SettingsError(f"no config file or name '{name_or_path}': {e}") from None
     with open(path) as f:
         cfg = json.load(f)
     if not isinstance(cfg, dict) or "arch" not in cfg:
