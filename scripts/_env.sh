@@ -60,11 +60,15 @@ ensure_python() {
 build_tmm() {
   local torch_cmake
   torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-  if [ ! -f "$REPO/build/build.ninja" ]; then
-    log "configuring build/"
+  # Portable kernels unless TMM_NATIVE_ARCH=ON is asked for; a build folder
+  # configured otherwise (e.g. by an older checkout) is configured again.
+  local native="${TMM_NATIVE_ARCH:-OFF}"
+  if [ ! -f "$REPO/build/build.ninja" ] || ! grep -qx "TMM_NATIVE_ARCH:BOOL=$native" "$REPO/build/CMakeCache.txt"; then
+    log "configuring build/ (TMM_NATIVE_ARCH=$native)"
     cmake -S "$REPO" -B "$REPO/build" -G Ninja \
       -DCMAKE_PREFIX_PATH="$torch_cmake" \
       -DPython3_EXECUTABLE="$PYTHON" \
+      -DTMM_NATIVE_ARCH="$native" \
       -DTMM_PYTHON_OUTPUT_DIR="$REPO/tmm" >"$REPO/build.log" 2>&1 || { cat "$REPO/build.log"; exit 1; }
   fi
   log "building (ccache: ${CCACHE_DIR:-$HOME/.cache/ccache})"
