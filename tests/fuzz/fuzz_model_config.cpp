@@ -45,7 +45,7 @@ double d(int64_t v) { return double(v); }
 // Generous upper estimates of each model's parameter and buffer count.
 double estimate(const TMMConfig& c) {
   const double D = d(c.d_model), N = d(c.max_len), G = c.heads == 0 ? 1.0 : d(c.heads);
-  const double mixer = c.mixer == "masked" ? G * N * N : 2 * G * d(c.kernel) * N + G * N;
+  const double mixer = c.mixer == TMMMixerKind::Masked ? G * N * N : 2 * G * d(c.kernel) * N + G * N;
   const double layer = 1000 + 2 * D * D + 3 * D * D * d(c.ffn_mult) + 2 * mixer + 8 * D;
   return d(c.n_layers) * layer + 2 * d(c.vocab_size) * D + N * D;
 }
@@ -123,7 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto tmm = try_parser(j, "tmm", [](const json& x) { return TMMConfig::from_json_text(x.dump()); });
     auto tr = try_parser(j, "transformer", [](const json& x) { return TransformerConfig::from_json_text(x.dump()); });
     auto hy = try_parser(j, "hyena", [](const json& x) { return HyenaConfig::from_json_text(x.dump()); });
-    auto ma = try_parser(j, "mamba2", [](const json& x) { return Mamba2Config::from_json(x); });
+    auto ma = try_parser(j, "mamba2", [](const json& x) { return Mamba2Config::from_json_text(x.dump()); });
     if (arch == "tmm") own = tmm;
     if (arch == "transformer") own = tr;
     if (arch == "hyena") own = hy;
