@@ -287,3 +287,25 @@ TEST_CASE("TMM options: each name is read once into its enum and written back th
   numeric["norm"] = 1;
   CHECK_THROWS_WITH(TMMConfig::from_json_text(numeric.dump()), Contains("key \"norm\" must be a string, got 1"));
 }
+
+TEST_CASE("typed constructors: a config set in code is validated as its JSON would be", "[models][common]") {
+  TMMConfig tmm = TMMConfig::from_json_text(configs()[0].dump());
+  tmm.heads = 2;
+  tmm.mixer = TMMMixerKind::Expanded;
+  auto model = std::make_shared<TMMModel>(tmm);
+  CHECK(model->config_json() == tmm.to_json_text());
+  CHECK(model->named_parameters().contains("blocks.0.mixer.in_proj.weight"));
+  CHECK(model->named_parameters().contains("blocks.0.mixer.weight2"));
+  tmm.heads = 3;  // 8 channels do not split into 3 heads
+  CHECK_THROWS_WITH(TMMModel(tmm), Contains("key \"heads\""));
+
+  TransformerConfig transformer = TransformerConfig::from_json_text(configs()[1].dump());
+  transformer.n_heads = 3;
+  CHECK_THROWS_WITH(TransformerModel(transformer), Contains("key \"n_heads\""));
+  HyenaConfig hyena = HyenaConfig::from_json_text(configs()[2].dump());
+  hyena.vocab_size = 0;
+  CHECK_THROWS_WITH(HyenaModel(hyena), Contains("key \"vocab_size\" must be >= 1, got 0"));
+  Mamba2Config mamba2 = Mamba2Config::from_json_text(configs()[3].dump());
+  mamba2.n_layers = 0;  // Mamba2 needs a block
+  CHECK_THROWS_WITH(Mamba2Model(mamba2), Contains("key \"n_layers\" must be >= 1, got 0"));
+}

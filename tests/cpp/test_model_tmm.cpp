@@ -1,4 +1,4 @@
-// TMM variants (mission.md): flat, heads, kernel, expanded, frozen, masked,
+// TMM variants (docs/models.md): flat, heads, kernel, expanded, frozen, masked,
 // block order, norm, tied embeddings.
 #include <string>
 
