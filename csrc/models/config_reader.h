@@ -11,6 +11,9 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
+#include "models/option_names.h"
+#include "tmm/models/config.h"
+
 namespace tmm::models {
 
 class ConfigReader {
@@ -33,6 +36,18 @@ class ConfigReader {
   // An impossible value: `ok` false raises "<what>: key \"<key>\" <message>".
   void check(bool ok, const std::string& key, const std::string& message) const {
     TORCH_CHECK(ok, what_, ": key \"", key, "\" ", message);
+  }
+
+  // One of the names in `names` (a string), as its enum value: an error
+  // listing the names otherwise.
+  template <class E, size_t N>
+  E choice(const std::string& key, E fallback, const OptionName<E> (&names)[N]) {
+    if (!config_.contains(key)) return fallback;
+    const auto name = get<std::string>(key);
+    for (const auto& n : names)
+      if (name == n.name) return n.value;
+    check(false, key, "must be " + option_list(names) + ", got \"" + name + "\"");
+    return fallback;
   }
 
   // a * b, a size derived from `key`: an error naming the key when it
@@ -77,26 +92,17 @@ class ConfigReader {
   std::set<std::string> read_;
 };
 
-// The keys every model's config has: "arch" (must equal `arch`), then
-// vocab_size, d_model, n_layers, max_len (required) and dropout,
-// tie_embeddings (optional, c's values by default), each checked. Models
-// differ only in the fewest layers they accept.
-template <class Config>
-void read_common(ConfigReader& r, const std::string& arch, Config& c, int64_t min_layers = 0) {
-  const auto got = r.required<std::string>("arch");
-  r.check(got == arch, "arch", "must be \"" + arch + "\", got \"" + got + "\"");
-  c.vocab_size = r.required<int64_t>("vocab_size");
-  c.d_model = r.required<int64_t>("d_model");
-  c.n_layers = r.required<int64_t>("n_layers");
-  c.max_len = r.required<int64_t>("max_len");
-  c.dropout = r.optional<double>("dropout", c.dropout);
-  c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
-  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
-  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
-  r.check(c.n_layers >= min_layers, "n_layers",
-          "must be >= " + std::to_string(min_layers) + ", got " + std::to_string(c.n_layers));
-  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
-  r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
-}
+// Parses a config's JSON text; invalid JSON is a c10::Error naming `what`.
+nlohmann::json parse_config_text(const std::string& text, const std::string& what);
+
+// The keys every model's config has (CommonConfig): "arch" (must equal
+// `arch`), then vocab_size, d_model, n_layers, max_len (required) and
+// dropout, tie_embeddings (optional, c's values by default), each checked.
+// Models differ only in the fewest layers they accept.
+void read_common(ConfigReader& r, const std::string& arch, CommonConfig& c, int64_t min_layers = 0);
+
+// The same keys, "arch" included, as a JSON object a model's to_json_text()
+// adds its own keys to.
+nlohmann::json write_common(const std::string& arch, const CommonConfig& c);
 
 }  // namespace tmm::models

@@ -1,6 +1,7 @@
 // LanguageModel's decoding entry points: argument checks, the Recompute
-// baseline every model has, and the split of a multi-token call after the
-// prefill into single steps, so each model only implements prefill and step.
+// baseline every model has, the per-layer state loop, and the split of a
+// multi-token call after the prefill into single steps, so each block only
+// implements prefill and step.
 #include "tmm/models/decoding.h"
 
 #include <ATen/ATen.h>
@@ -44,6 +45,18 @@ DecodeMethod LanguageModel::resolve_decode_method(DecodeMethod requested, int64_
   return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
 }
 
+std::unique_ptr<DecodeState> LanguageModel::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
+  auto state = std::make_unique<LayerwiseDecodeState>(batch, capacity, method);
+  for (const auto& block : blocks_) state->layers.push_back(block->start_decoding(batch, capacity, method));
+  return state;
+}
+
+at::Tensor LanguageModel::decode_hidden(LayerwiseDecodeState& state, const at::Tensor& input_ids) {
+  at::Tensor h = embed_->forward(input_ids);  // B x T x d
+  for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->decode(h, *state.layers[i], state.position());
+  return final_norm_.is_empty() ? h : final_norm_.forward(h);
+}
+
 std::unique_ptr<DecodeState> LanguageModel::start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) {
   TORCH_CHECK(batch >= 1, "start_decoding: batch must be >= 1, got ", batch);
   TORCH_CHECK(capacity >= 1, "start_decoding: capacity must be >= 1, got ", capacity);
@@ -79,14 +92,15 @@ at::Tensor LanguageModel::decode(DecodeState& state, const at::Tensor& input_ids
     state.position_ += T;
     return forward(s.tokens).narrow(1, state.position_ - T, T);
   }
+  auto& layerwise = static_cast<LayerwiseDecodeState&>(state);
   at::Tensor hidden;
   if (state.position() == 0 || T == 1) {
-    hidden = decode_hidden(state, input_ids);
+    hidden = decode_hidden(layerwise, input_ids);
     state.position_ += T;
   } else {  // more tokens after the prefill: one step each
     std::vector<at::Tensor> steps;
     for (int64_t t = 0; t < T; ++t) {
-      steps.push_back(decode_hidden(state, input_ids.narrow(1, t, 1)));
+      steps.push_back(decode_hidden(layerwise, input_ids.narrow(1, t, 1)));
       state.position_ += 1;
     }
     hidden = at::cat(steps, 1);

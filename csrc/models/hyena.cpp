@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
-#include <torch/nn/functional/linear.h>
 
 #include "models/config_reader.h"
 #include "models/layers.h"
@@ -15,10 +14,10 @@
 namespace tmm::models {
 
 HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);
+  const nlohmann::json j = parse_config_text(text, "Hyena config");
   ConfigReader r(j, "Hyena config");
   HyenaConfig c;
-  read_common(r, "hyena", c);
+  read_common(r, kArch, c);
   c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
   c.short_filter = r.optional<int64_t>("short_filter", c.short_filter);
   c.filter_order = r.optional<int64_t>("filter_order", c.filter_order);
@@ -40,19 +39,13 @@ HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
 }
 
 std::string HyenaConfig::to_json_text() const {
-  nlohmann::json j = {{"arch", "hyena"},
-                      {"vocab_size", vocab_size},
-                      {"d_model", d_model},
-                      {"n_layers", n_layers},
-                      {"max_len", max_len},
-                      {"dropout", dropout},
-                      {"tie_embeddings", tie_embeddings},
-                      {"ffn_mult", ffn_mult},
-                      {"short_filter", short_filter},
-                      {"filter_order", filter_order},
-                      {"emb_dim", emb_dim},
-                      {"filter_sin_freq", filter_sin_freq},
-                      {"modulate", modulate}};
+  nlohmann::json j = write_common(kArch, *this);
+  j.update({{"ffn_mult", ffn_mult},
+            {"short_filter", short_filter},
+            {"filter_order", filter_order},
+            {"emb_dim", emb_dim},
+            {"filter_sin_freq", filter_sin_freq},
+            {"modulate", modulate}});
   return j.dump(2);
 }
 
@@ -173,7 +166,7 @@ at::Tensor HyenaOperatorImpl::forward(const at::Tensor& x) {
   return out_proj->forward(v * parts[0]);
 }
 
-struct HyenaOperatorDecodeState {
+struct HyenaOperatorDecodeState : LayerDecodeState {
   at::Tensor short_inputs;            // B x (w-1) x 3d: the short conv's previous inputs
   std::optional<OnlineToeplitz> long_conv;
 };
@@ -211,58 +204,35 @@ at::Tensor HyenaBlockImpl::forward(const at::Tensor& x) {
   return h + drop_->forward(ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h)))));
 }
 
-at::Tensor HyenaBlockImpl::decode(const at::Tensor& x, HyenaOperatorDecodeState& state) {
-  const at::Tensor h = x + mixer->decode(mixer_norm->forward(x), state);
+std::unique_ptr<LayerDecodeState> HyenaBlockImpl::start_decoding(int64_t batch, int64_t capacity,
+                                                                  DecodeMethod method) {
+  return mixer->start_decoding(batch, capacity, method == DecodeMethod::Fast);
+}
+
+at::Tensor HyenaBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, int64_t /*position*/) {
+  const at::Tensor h = x + mixer->decode(mixer_norm->forward(x), static_cast<HyenaOperatorDecodeState&>(state));
   return h + ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h))));
 }
 
-Hyena::Hyena(const HyenaConfig& config) : config_(config) {
-  embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
-  for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(HyenaBlock(config));
-  register_module("blocks", blocks_);
-  final_norm_ = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model})));
-  if (!config.tie_embeddings) head_ = register_module("head", make_linear(config.d_model, config.vocab_size, false));
+HyenaModel::HyenaModel(const HyenaConfig& config)
+    : HyenaModel(HyenaConfig::from_json_text(config.to_json_text()), Validated{}) {}
+
+HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
+    : LanguageModel(HyenaConfig::kArch, config), config_(config) {
+  for (int64_t i = 0; i < config.n_layers; ++i) add_block(HyenaBlock(config).ptr());
+  set_final_norm("final_norm",
+                 torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}))));
+  add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
 }
 
-at::Tensor Hyena::hidden_states(const at::Tensor& input_ids) {
-  check_input_ids(input_ids, config_.vocab_size, config_.max_len);
-  at::Tensor h = embed_->forward(input_ids);  // B x L x d
-  for (const auto& block : *blocks_) h = block->as<HyenaBlock>()->forward(h);
-  return final_norm_->forward(h);
-}
+HyenaBlock HyenaModel::block(int64_t i) const { return std::dynamic_pointer_cast<HyenaBlockImpl>(blocks().at(i)); }
 
-at::Tensor Hyena::head(const at::Tensor& hidden) {
-  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
-}
-
-namespace {
-struct HyenaDecodeState : DecodeState {
-  using DecodeState::DecodeState;
-  std::vector<std::unique_ptr<HyenaOperatorDecodeState>> layers;
-};
-}  // namespace
-
-DecodeMethod Hyena::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
+DecodeMethod HyenaModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
   return long_conv_decode_method(requested, capacity);
 }
 
-std::unique_ptr<DecodeState> Hyena::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
-  auto state = std::make_unique<HyenaDecodeState>(batch, capacity, method);
-  for (const auto& block : *blocks_) {
-    state->layers.push_back(block->as<HyenaBlock>()->mixer->start_decoding(batch, capacity, method == DecodeMethod::Fast));
-  }
-  return state;
-}
-
-at::Tensor Hyena::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
-  auto& s = static_cast<HyenaDecodeState&>(state);
-  at::Tensor h = embed_->forward(input_ids);
-  for (size_t i = 0; i < blocks_->size(); ++i) h = blocks_[i]->as<HyenaBlock>()->decode(h, *s.layers[i]);
-  return final_norm_->forward(h);
-}
-
-static ModelRegistration registration("hyena", [](const nlohmann::json& config) {
-  return std::make_shared<Hyena>(HyenaConfig::from_json_text(config.dump()));
+static ModelRegistration registration(HyenaConfig::kArch, [](const nlohmann::json& config) {
+  return std::make_shared<HyenaModel>(HyenaConfig::from_json_text(config.dump()));
 });
 
 }  // namespace tmm::models

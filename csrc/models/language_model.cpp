@@ -2,10 +2,13 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/nn/functional/linear.h>
 
+#include "models/config_reader.h"
 #include "models/registry.h"
 
 namespace tmm::models {
@@ -36,12 +39,7 @@ std::vector<std::string> architectures() {
 }
 
 std::shared_ptr<LanguageModel> build_model(const std::string& config_json) {
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(config_json);
-  } catch (const nlohmann::json::exception& e) {
-    TORCH_CHECK(false, "model config: not valid JSON: ", e.what());
-  }
+  const nlohmann::json config = parse_config_text(config_json, "model config");
   TORCH_CHECK(config.is_object(), "model config: expected a JSON object, got ", config.type_name());
   TORCH_CHECK(config.contains("arch") && config["arch"].is_string(),
               "model config: missing string key \"arch\" (one of ", c10::Join(", ", architectures()), ")");
@@ -56,6 +54,44 @@ std::shared_ptr<LanguageModel> build_model(const std::string& config_json) {
     TORCH_CHECK(false, "model config: unknown \"arch\" \"", arch, "\" (known: ", c10::Join(", ", architectures()), ")");
   }
   return builder(config);
+}
+
+LanguageModel::LanguageModel(std::string arch, const CommonConfig& common) : arch_(std::move(arch)), common_(common) {
+  embed_ = register_module("embed", torch::nn::Embedding(common.vocab_size, common.d_model));
+  block_list_ = register_module("blocks", torch::nn::ModuleList());
+}
+
+void LanguageModel::add_block(std::shared_ptr<LanguageModelBlock> block) {
+  block_list_->push_back(block);
+  blocks_.push_back(std::move(block));
+}
+
+void LanguageModel::set_final_norm(const std::string& name, torch::nn::AnyModule norm) {
+  TORCH_INTERNAL_ASSERT(final_norm_.is_empty(), arch_, ": the final norm is set twice");
+  register_module(name, norm.ptr());
+  final_norm_ = std::move(norm);
+}
+
+void LanguageModel::add_head(const std::function<torch::nn::Linear()>& make_head) {
+  TORCH_INTERNAL_ASSERT(int64_t(blocks_.size()) == common_.n_layers, arch_, ": ", blocks_.size(),
+                        " blocks added for n_layers = ", common_.n_layers);
+  if (common_.tie_embeddings) return;
+  torch::nn::Linear head = make_head();
+  TORCH_INTERNAL_ASSERT(head->weight.sizes() == embed_->weight.sizes(), arch_, ": the head must be d -> V");
+  head_ = register_module("head", head);
+}
+
+at::Tensor LanguageModel::hidden_states(const at::Tensor& input_ids) {
+  check_input_ids(input_ids, common_.vocab_size, common_.max_len);
+  at::Tensor h = embed_->forward(input_ids);  // B x L x d
+  for (const auto& block : blocks_) h = block->forward(h);
+  return final_norm_.is_empty() ? h : final_norm_.forward(h);
+}
+
+at::Tensor LanguageModel::head(const at::Tensor& hidden) {
+  if (common_.tie_embeddings) return torch::nn::functional::linear(hidden, embed_->weight);
+  TORCH_INTERNAL_ASSERT(head_, arch_, ": the model's constructor did not call add_head");
+  return head_->forward(hidden);
 }
 
 at::Tensor LanguageModel::forward(const at::Tensor& input_ids) { return head(hidden_states(input_ids)); }

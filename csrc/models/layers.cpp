@@ -16,9 +16,8 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
   return (y * weight.to(acc)).to(x.scalar_type());
 }
 
-torch::nn::AnyModule make_norm(const std::string& kind, int64_t dim) {
-  if (kind == "rmsnorm") return torch::nn::AnyModule(RMSNorm(dim));
-  TORCH_CHECK(kind == "layernorm", "norm: expected \"layernorm\" or \"rmsnorm\", got \"", kind, "\"");
+torch::nn::AnyModule make_norm(NormKind kind, int64_t dim) {
+  if (kind == NormKind::RMSNorm) return torch::nn::AnyModule(RMSNorm(dim));
   return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
 }
 
@@ -30,11 +29,14 @@ torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {
   return layer;
 }
 
-at::Tensor activation(const std::string& kind, const at::Tensor& x) {
-  if (kind == "silu") return at::silu(x);
-  if (kind == "gelu") return at::gelu(x);
-  TORCH_CHECK(kind == "relu", "activation: expected \"silu\", \"gelu\" or \"relu\", got \"", kind, "\"");
-  return at::relu(x);
+at::Tensor activation(Activation kind, const at::Tensor& x) {
+  switch (kind) {
+    case Activation::SiLU: return at::silu(x);
+    case Activation::GELU: return at::gelu(x);
+    case Activation::ReLU: return at::relu(x);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown activation ", static_cast<int>(kind));
+  return x;
 }
 
 }  // namespace tmm::models

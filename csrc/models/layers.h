@@ -1,13 +1,13 @@
 // Small layers shared by the zoo's models.
 #pragma once
 
-#include <string>
-
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
+
+#include "tmm/models/config.h"
 
 namespace tmm::models {
 
@@ -21,14 +21,13 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
-// "layernorm" (with bias) or "rmsnorm" over the last dimension of size dim.
-torch::nn::AnyModule make_norm(const std::string& kind, int64_t dim);
+// LayerNorm (with bias) or RMSNorm over the last dimension of size dim.
+torch::nn::AnyModule make_norm(NormKind kind, int64_t dim);
 
 // Linear layers are initialised as the TMM authors do: Kaiming-normal
 // (fan-in, gain sqrt 2) weights, zero biases.
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias);
 
-// "silu", "gelu" or "relu".
-at::Tensor activation(const std::string& kind, const at::Tensor& x);
+at::Tensor activation(Activation kind, const at::Tensor& x);
 
 }  // namespace tmm::models

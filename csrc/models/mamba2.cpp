@@ -50,10 +50,10 @@ at::Tensor segsum(const at::Tensor& x) {
 // ---------------------------------------------------------------- config
 
 Mamba2Config Mamba2Config::from_json_text(const std::string& text) {
-  const nlohmann::json json = nlohmann::json::parse(text);
+  const nlohmann::json json = parse_config_text(text, "mamba2 config");
   ConfigReader r(json, "mamba2 config");
   Mamba2Config c;
-  read_common(r, "mamba2", c, /*min_layers=*/1);
+  read_common(r, kArch, c, /*min_layers=*/1);
   c.d_state = r.optional<int64_t>("d_state", 64);
   r.check(c.d_state > 0, "d_state", "must be positive");
   c.d_conv = r.optional<int64_t>("d_conv", 4);
@@ -88,21 +88,15 @@ Mamba2Config Mamba2Config::from_json_text(const std::string& text) {
 }
 
 std::string Mamba2Config::to_json_text() const {
-  const nlohmann::json json = {{"arch", "mamba2"},
-          {"vocab_size", vocab_size},
-          {"d_model", d_model},
-          {"n_layers", n_layers},
-          {"max_len", max_len},
-          {"dropout", dropout},
-          {"tie_embeddings", tie_embeddings},
-          {"d_state", d_state},
-          {"d_conv", d_conv},
-          {"expand", expand},
-          {"headdim", headdim},
-          {"ngroups", ngroups},
-          {"chunk_size", chunk_size},
-          {"d_intermediate", d_intermediate}};
-  return json.dump(2);
+  nlohmann::json j = write_common(kArch, *this);
+  j.update({{"d_state", d_state},
+            {"d_conv", d_conv},
+            {"expand", expand},
+            {"headdim", headdim},
+            {"ngroups", ngroups},
+            {"chunk_size", chunk_size},
+            {"d_intermediate", d_intermediate}});
+  return j.dump(2);
 }
 
 // ---------------------------------------------------------------- pieces
@@ -280,8 +274,8 @@ Mamba2MixerDecodeState Mamba2MixerImpl::start_decoding(int64_t batch) const {
   const Mamba2Config& c = config;
   const auto opts = in_proj->weight.options();
   const auto ct = at::promote_types(in_proj->weight.scalar_type(), at::kFloat);  // the scan's dtype, as in forward
-  return {at::zeros({batch, c.d_conv - 1, conv1d->weight.size(0)}, opts),
-          at::zeros({batch, c.nheads(), c.headdim, c.d_state}, opts.dtype(ct))};
+  return Mamba2MixerDecodeState(at::zeros({batch, c.d_conv - 1, conv1d->weight.size(0)}, opts),
+                                at::zeros({batch, c.nheads(), c.headdim, c.d_state}, opts.dtype(ct)));
 }
 
 at::Tensor Mamba2MixerImpl::decode(const at::Tensor& u, Mamba2MixerDecodeState& state, int64_t position) {
@@ -349,56 +343,34 @@ at::Tensor Mamba2BlockImpl::forward(const at::Tensor& x) {  // batch x L x d
   return h;
 }
 
-at::Tensor Mamba2BlockImpl::decode(const at::Tensor& x, Mamba2MixerDecodeState& state, int64_t position) {
-  at::Tensor h = x + mixer->decode(norm.forward(x), state, position);
+std::unique_ptr<LayerDecodeState> Mamba2BlockImpl::start_decoding(int64_t batch, int64_t /*capacity*/,
+                                                                   DecodeMethod /*method*/) {
+  return std::make_unique<Mamba2MixerDecodeState>(mixer->start_decoding(batch));
+}
+
+at::Tensor Mamba2BlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) {
+  at::Tensor h = x + mixer->decode(norm.forward(x), static_cast<Mamba2MixerDecodeState&>(state), position);
   if (mlp) h = h + mlp(norm2.forward(h));
   return h;
 }
 
-Mamba2Model::Mamba2Model(const Mamba2Config& c) : config(c) {
-  embed = register_module("embed", torch::nn::Embedding(c.vocab_size, c.d_model));
+Mamba2Model::Mamba2Model(const Mamba2Config& c)
+    : Mamba2Model(Mamba2Config::from_json_text(c.to_json_text()), Validated{}) {}
+
+Mamba2Model::Mamba2Model(const Mamba2Config& c, Validated) : LanguageModel(Mamba2Config::kArch, c), config_(c) {
   {
     torch::NoGradGuard no_grad;
-    embed->weight.normal_(0.0, 0.02);
+    embedding()->weight.normal_(0.0, 0.02);
   }
-  blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.n_layers; ++i) blocks->push_back(Mamba2Block(c));
-  norm = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
-  register_module("norm", norm.ptr());
-  if (!c.tie_embeddings)
-    head_proj = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+  for (int64_t i = 0; i < c.n_layers; ++i) add_block(Mamba2Block(c).ptr());
+  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps)));
+  add_head([&] { return torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)); });
 }
 
-at::Tensor Mamba2Model::hidden_states(const at::Tensor& input_ids) {
-  check_input_ids(input_ids, config.vocab_size, config.max_len);
-  at::Tensor x = embed(input_ids);  // batch x L x d
-  for (const auto& block : *blocks) x = block->as<Mamba2BlockImpl>()->forward(x);
-  return norm.forward(x);
-}
-
-at::Tensor Mamba2Model::head(const at::Tensor& hidden) {
-  return config.tie_embeddings ? at::linear(hidden, embed->weight) : head_proj(hidden);
-}
-
-std::unique_ptr<DecodeState> Mamba2Model::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
-  auto state = std::make_unique<Mamba2DecodeState>(batch, capacity, method);
-  for (const auto& block : *blocks) state->layers.push_back(block->as<Mamba2BlockImpl>()->mixer->start_decoding(batch));
-  return state;
-}
-
-at::Tensor Mamba2Model::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
-  auto& s = static_cast<Mamba2DecodeState&>(state);
-  at::Tensor x = embed(input_ids);
-  for (size_t i = 0; i < blocks->size(); ++i) {
-    x = blocks[i]->as<Mamba2BlockImpl>()->decode(x, s.layers[i], state.position());
-  }
-  return norm.forward(x);
-}
-
-std::string Mamba2Model::config_json() const { return config.to_json_text(); }
+Mamba2Block Mamba2Model::block(int64_t i) const { return std::dynamic_pointer_cast<Mamba2BlockImpl>(blocks().at(i)); }
 
 namespace {
-const ModelRegistration registration("mamba2", [](const nlohmann::json& config) -> std::shared_ptr<LanguageModel> {
+const ModelRegistration registration(Mamba2Config::kArch, [](const nlohmann::json& config) {
   return std::make_shared<Mamba2Model>(Mamba2Config::from_json_text(config.dump()));
 });
 }  // namespace

@@ -4,28 +4,42 @@
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
-#include <torch/nn/functional/linear.h>
 
 #include "models/config_reader.h"
 #include "models/layers.h"
 #include "models/online_toeplitz.h"
+#include "models/option_names.h"
 #include "models/registry.h"
 #include "tmm/ops.h"
 
 namespace tmm::models {
 
+namespace {
+
+constexpr OptionName<TMMMixerKind> kMixerNames[] = {{"toeplitz", TMMMixerKind::Toeplitz},
+                                                    {"expanded", TMMMixerKind::Expanded},
+                                                    {"frozen", TMMMixerKind::Frozen},
+                                                    {"masked", TMMMixerKind::Masked}};
+constexpr OptionName<TMMBlockOrder> kBlockOrderNames[] = {{"ffn_first", TMMBlockOrder::FfnFirst},
+                                                          {"mixer_first", TMMBlockOrder::MixerFirst}};
+
+}  // namespace
+
+std::string to_string(TMMMixerKind kind) { return option_name(kMixerNames, kind); }
+std::string to_string(TMMBlockOrder order) { return option_name(kBlockOrderNames, order); }
+
 TMMConfig TMMConfig::from_json_text(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);
+  const nlohmann::json j = parse_config_text(text, "TMM config");
   ConfigReader r(j, "TMM config");
   TMMConfig c;
-  read_common(r, "tmm", c);
+  read_common(r, kArch, c);
   c.heads = r.optional<int64_t>("heads", c.heads);
   c.kernel = r.optional<int64_t>("kernel", c.kernel);
-  c.mixer = r.optional<std::string>("mixer", c.mixer);
+  c.mixer = r.choice("mixer", c.mixer, kMixerNames);
   c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
-  c.activation = r.optional<std::string>("activation", c.activation);
-  c.block_order = r.optional<std::string>("block_order", c.block_order);
-  c.norm = r.optional<std::string>("norm", c.norm);
+  c.activation = r.choice("activation", c.activation, kActivationNames);
+  c.block_order = r.choice("block_order", c.block_order, kBlockOrderNames);
+  c.norm = r.choice("norm", c.norm, kNormNames);
   r.finish();
 
   r.check(c.heads >= 0, "heads", "must be >= 0 (0 = flat), got " + std::to_string(c.heads));
@@ -34,26 +48,22 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   const int64_t per_group = c.heads == 0 ? c.d_model : c.d_model / std::max<int64_t>(c.heads, 1);
   r.check(c.kernel >= 1 && c.kernel <= per_group, "kernel",
           "must be in [1, channels per head = " + std::to_string(per_group) + "], got " + std::to_string(c.kernel));
-  r.check(c.mixer == "toeplitz" || c.mixer == "expanded" || c.mixer == "frozen" || c.mixer == "masked", "mixer",
-          "must be toeplitz, expanded, frozen or masked, got \"" + c.mixer + "\"");
-  r.check(c.mixer != "masked" || c.kernel == 1, "kernel", "must be 1 with mixer \"masked\"");
+  r.check(c.mixer != TMMMixerKind::Masked || c.kernel == 1, "kernel", "must be 1 with mixer \"masked\"");
   r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
-  r.check(c.activation == "silu" || c.activation == "gelu" || c.activation == "relu", "activation",
-          "must be silu, gelu or relu, got \"" + c.activation + "\"");
-  r.check(c.block_order == "ffn_first" || c.block_order == "mixer_first", "block_order",
-          "must be ffn_first or mixer_first, got \"" + c.block_order + "\"");
-  r.check(c.norm == "layernorm" || c.norm == "rmsnorm", "norm", "must be layernorm or rmsnorm, got \"" + c.norm + "\"");
   r.product("ffn_mult", c.ffn_mult, c.d_model);
   r.product("max_len", c.kernel, c.max_len);
   return c;
 }
 
 std::string TMMConfig::to_json_text() const {
-  nlohmann::json j = {{"arch", "tmm"},           {"vocab_size", vocab_size}, {"d_model", d_model},
-                      {"n_layers", n_layers},     {"max_len", max_len},       {"heads", heads},
-                      {"kernel", kernel},         {"mixer", mixer},           {"ffn_mult", ffn_mult},
-                      {"activation", activation}, {"dropout", dropout},       {"block_order", block_order},
-                      {"norm", norm},             {"tie_embeddings", tie_embeddings}};
+  nlohmann::json j = write_common(kArch, *this);
+  j.update({{"heads", heads},
+            {"kernel", kernel},
+            {"mixer", to_string(mixer)},
+            {"ffn_mult", ffn_mult},
+            {"activation", to_string(activation)},
+            {"block_order", to_string(block_order)},
+            {"norm", to_string(norm)}});
   return j.dump(2);
 }
 
@@ -68,15 +78,15 @@ ToeplitzMixerImpl::ToeplitzMixerImpl(const TMMConfig& c) : c_(c), groups_(c.head
   if (c.heads > 0) {
     in_proj_ = register_module("in_proj", make_linear(c.d_model, c.d_model, true));
   }
-  if (c.mixer == "masked") {  // the masked mixer: a full learned lower-triangular N x N matrix per group
+  if (c.mixer == TMMMixerKind::Masked) {  // the masked mixer: a full learned lower-triangular N x N matrix per group
     weight_ = register_parameter("weight", toeplitz_init({G, N, N}, N));
-  } else if (c.mixer == "frozen") {  // fixed Toeplitz vectors: a buffer, saved but never trained
+  } else if (c.mixer == TMMMixerKind::Frozen) {  // fixed Toeplitz vectors: a buffer, saved but never trained
     weight_ = register_buffer("weight", toeplitz_init({G, c.kernel, N}, c.kernel * N));
   } else {
     weight_ = register_parameter("weight", toeplitz_init({G, c.kernel, N}, c.kernel * N));
   }
   bias_ = register_parameter("bias", at::zeros({G, N}));
-  if (c.mixer == "expanded") {
+  if (c.mixer == TMMMixerKind::Expanded) {
     weight2_ = register_parameter("weight2", toeplitz_init({G, c.kernel, N}, c.kernel * N));
     bias2_ = register_parameter("bias2", at::zeros({G, N}));
   }
@@ -86,26 +96,27 @@ ToeplitzMixerImpl::ToeplitzMixerImpl(const TMMConfig& c) : c_(c), groups_(c.head
 }
 
 at::Tensor ToeplitzMixerImpl::mix(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
-  return c_.mixer == "masked" ? causal_matrix_mix(x, weight, bias) : ops::causal_toeplitz(x, weight, bias);
+  return c_.mixer == TMMMixerKind::Masked ? causal_matrix_mix(x, weight, bias) : ops::causal_toeplitz(x, weight, bias);
 }
 
 at::Tensor ToeplitzMixerImpl::forward(const at::Tensor& x) {
   at::Tensor h = c_.heads > 0 ? in_proj_->forward(x) : x;                       // B x L x d
   h = mix(h, weight_, bias_);
-  if (c_.mixer == "expanded") h = mix(at::silu(h), weight2_, bias2_);
+  if (c_.mixer == TMMMixerKind::Expanded) h = mix(at::silu(h), weight2_, bias2_);
   return c_.heads > 0 ? out_proj_->forward(h) : h;
 }
 
-struct TMMMixerDecodeState {
+struct TMMMixerDecodeState : LayerDecodeState {
   std::optional<OnlineToeplitz> first, second;  // second: the expanded mixer's
 };
 
 std::unique_ptr<TMMMixerDecodeState> ToeplitzMixerImpl::start_decoding(int64_t batch, int64_t capacity,
                                                                        bool fast) const {
-  const auto kind = c_.mixer == "masked" ? OnlineToeplitz::Kind::Matrix : OnlineToeplitz::Kind::Toeplitz;
+  const auto kind = c_.mixer == TMMMixerKind::Masked ? OnlineToeplitz::Kind::Matrix : OnlineToeplitz::Kind::Toeplitz;
   auto state = std::make_unique<TMMMixerDecodeState>();
   state->first.emplace(kind, weight_, bias_, batch, c_.d_model, capacity, fast);
-  if (c_.mixer == "expanded") state->second.emplace(kind, weight2_, bias2_, batch, c_.d_model, capacity, fast);
+  if (c_.mixer == TMMMixerKind::Expanded)
+    state->second.emplace(kind, weight2_, bias2_, batch, c_.d_model, capacity, fast);
   return state;
 }
 
@@ -132,7 +143,7 @@ at::Tensor TMMBlockImpl::forward(const at::Tensor& x) {
     return drop_->forward(ffn_out_->forward(activation(c_.activation, ffn_in_->forward(ffn_norm_.forward(h)))));
   };
   auto mix = [&](const at::Tensor& h) { return drop_->forward(mixer_->forward(mixer_norm_.forward(h))); };
-  if (c_.block_order == "ffn_first") {
+  if (c_.block_order == TMMBlockOrder::FfnFirst) {
     const at::Tensor h = x + ffn(x);
     return h + mix(h);
   }
@@ -140,13 +151,19 @@ at::Tensor TMMBlockImpl::forward(const at::Tensor& x) {
   return h + ffn(h);
 }
 
-at::Tensor TMMBlockImpl::decode(const at::Tensor& x, TMMMixerDecodeState& state) {
+std::unique_ptr<LayerDecodeState> TMMBlockImpl::start_decoding(int64_t batch, int64_t capacity,
+                                                                DecodeMethod method) {
+  return mixer_->start_decoding(batch, capacity, method == DecodeMethod::Fast);
+}
+
+at::Tensor TMMBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, int64_t /*position*/) {
   // The FFN and the norms act on each position alone; only the mixer keeps state.
+  auto& mixer_state = static_cast<TMMMixerDecodeState&>(state);
   auto ffn = [&](const at::Tensor& h) {
     return ffn_out_->forward(activation(c_.activation, ffn_in_->forward(ffn_norm_.forward(h))));
   };
-  auto mix = [&](const at::Tensor& h) { return mixer_->decode(mixer_norm_.forward(h), state); };
-  if (c_.block_order == "ffn_first") {
+  auto mix = [&](const at::Tensor& h) { return mixer_->decode(mixer_norm_.forward(h), mixer_state); };
+  if (c_.block_order == TMMBlockOrder::FfnFirst) {
     const at::Tensor h = x + ffn(x);
     return h + mix(h);
   }
@@ -154,33 +171,18 @@ at::Tensor TMMBlockImpl::decode(const at::Tensor& x, TMMMixerDecodeState& state)
   return h + ffn(h);
 }
 
-TMM::TMM(const TMMConfig& config) : config_(config) {
-  embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
-  for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(TMMBlock(config));
-  register_module("blocks", blocks_);
-  if (!config.tie_embeddings) head_ = register_module("head", make_linear(config.d_model, config.vocab_size, false));
+TMMModel::TMMModel(const TMMConfig& config)
+    : TMMModel(TMMConfig::from_json_text(config.to_json_text()), Validated{}) {}
+
+TMMModel::TMMModel(const TMMConfig& config, Validated) : LanguageModel(TMMConfig::kArch, config), config_(config) {
+  for (int64_t i = 0; i < config.n_layers; ++i) add_block(TMMBlock(config).ptr());
+  add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
 }
 
-at::Tensor TMM::hidden_states(const at::Tensor& input_ids) {
-  check_input_ids(input_ids, config_.vocab_size, config_.max_len);
-  at::Tensor h = embed_->forward(input_ids);                                    // B x L x d
-  for (const auto& block : *blocks_) h = block->as<TMMBlock>()->forward(h);
-  return h;
-}
+TMMBlock TMMModel::block(int64_t i) const { return std::dynamic_pointer_cast<TMMBlockImpl>(blocks().at(i)); }
 
-at::Tensor TMM::head(const at::Tensor& hidden) {
-  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
-}
-
-namespace {
-struct TMMDecodeState : DecodeState {
-  using DecodeState::DecodeState;
-  std::vector<std::unique_ptr<TMMMixerDecodeState>> layers;
-};
-}  // namespace
-
-DecodeMethod TMM::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
-  if (config_.mixer == "masked") {
+DecodeMethod TMMModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
+  if (config_.mixer == TMMMixerKind::Masked) {
     TORCH_CHECK(requested != DecodeMethod::Fast,
                 "decode method \"fast\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
     return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
@@ -188,23 +190,8 @@ DecodeMethod TMM::resolve_decode_method(DecodeMethod requested, int64_t capacity
   return long_conv_decode_method(requested, capacity);
 }
 
-std::unique_ptr<DecodeState> TMM::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
-  auto state = std::make_unique<TMMDecodeState>(batch, capacity, method);
-  for (const auto& block : *blocks_) {
-    state->layers.push_back(block->as<TMMBlock>()->mixer()->start_decoding(batch, capacity, method == DecodeMethod::Fast));
-  }
-  return state;
-}
-
-at::Tensor TMM::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
-  auto& s = static_cast<TMMDecodeState&>(state);
-  at::Tensor h = embed_->forward(input_ids);
-  for (size_t i = 0; i < blocks_->size(); ++i) h = blocks_[i]->as<TMMBlock>()->decode(h, *s.layers[i]);
-  return h;
-}
-
-static ModelRegistration registration("tmm", [](const nlohmann::json& config) {
-  return std::make_shared<TMM>(TMMConfig::from_json_text(config.dump()));
+static ModelRegistration registration(TMMConfig::kArch, [](const nlohmann::json& config) {
+  return std::make_shared<TMMModel>(TMMConfig::from_json_text(config.dump()));
 });
 
 }  // namespace tmm::models

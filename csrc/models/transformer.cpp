@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
-#include <torch/nn/functional/linear.h>
 
 #include "models/config_reader.h"
 #include "models/layers.h"
@@ -19,10 +18,10 @@ int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult) {
 }
 
 TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);
+  const nlohmann::json j = parse_config_text(text, "Transformer config");
   ConfigReader r(j, "Transformer config");
   TransformerConfig c;
-  read_common(r, "transformer", c);
+  read_common(r, kArch, c);
   c.n_heads = r.required<int64_t>("n_heads");
   c.rope_theta = r.optional<double>("rope_theta", c.rope_theta);
   c.window = r.optional<int64_t>("window", c.window);
@@ -56,12 +55,12 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
 }
 
 std::string TransformerConfig::to_json_text() const {
-  nlohmann::json j = {{"arch", "transformer"}, {"vocab_size", vocab_size},
-                      {"d_model", d_model},      {"n_layers", n_layers},
-                      {"max_len", max_len},      {"n_heads", n_heads},
-                      {"rope_theta", rope_theta}, {"window", window},
-                      {"ffn_mult", ffn_mult},    {"ffn_hidden", ffn_hidden},
-                      {"dropout", dropout},      {"tie_embeddings", tie_embeddings}};
+  nlohmann::json j = write_common(kArch, *this);
+  j.update({{"n_heads", n_heads},
+            {"rope_theta", rope_theta},
+            {"window", window},
+            {"ffn_mult", ffn_mult},
+            {"ffn_hidden", ffn_hidden}});
   return j.dump(2);
 }
 
@@ -131,7 +130,8 @@ TransformerKVCache TransformerAttentionImpl::start_decoding(int64_t batch, int64
   // A window needs only its last `window` positions: later keys overwrite the oldest.
   const int64_t slots = window_ > 0 ? std::min(window_, capacity) : capacity;
   const auto opts = wk->weight.options();
-  return {at::zeros({batch, n_heads_, slots, head_dim_}, opts), at::zeros({batch, n_heads_, slots, head_dim_}, opts)};
+  return TransformerKVCache(at::zeros({batch, n_heads_, slots, head_dim_}, opts),
+                            at::zeros({batch, n_heads_, slots, head_dim_}, opts));
 }
 
 at::Tensor TransformerAttentionImpl::decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position) {
@@ -179,49 +179,32 @@ at::Tensor TransformerBlockImpl::forward(const at::Tensor& x) {
   return h + drop_->forward(mlp->forward(mlp_norm->forward(h)));
 }
 
-at::Tensor TransformerBlockImpl::decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position) {
-  const at::Tensor h = x + attn->decode(attn_norm->forward(x), cache, position);
+std::unique_ptr<LayerDecodeState> TransformerBlockImpl::start_decoding(int64_t batch, int64_t capacity,
+                                                                        DecodeMethod /*method*/) {
+  return std::make_unique<TransformerKVCache>(attn->start_decoding(batch, capacity));
+}
+
+at::Tensor TransformerBlockImpl::decode(const at::Tensor& x, LayerDecodeState& cache, int64_t position) {
+  const at::Tensor h = x + attn->decode(attn_norm->forward(x), static_cast<TransformerKVCache&>(cache), position);
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
-Transformer::Transformer(const TransformerConfig& config) : config_(config) {
-  embed_ = register_module("embed", torch::nn::Embedding(config.vocab_size, config.d_model));
-  for (int64_t i = 0; i < config.n_layers; ++i) blocks_->push_back(TransformerBlock(config));
-  register_module("blocks", blocks_);
-  norm_ = register_module("norm", RMSNorm(config.d_model));
-  if (!config.tie_embeddings) head_ = register_module("head", make_linear(config.d_model, config.vocab_size, false));
+TransformerModel::TransformerModel(const TransformerConfig& config)
+    : TransformerModel(TransformerConfig::from_json_text(config.to_json_text()), Validated{}) {}
+
+TransformerModel::TransformerModel(const TransformerConfig& config, Validated)
+    : LanguageModel(TransformerConfig::kArch, config), config_(config) {
+  for (int64_t i = 0; i < config.n_layers; ++i) add_block(TransformerBlock(config).ptr());
+  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(config.d_model)));
+  add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
 }
 
-at::Tensor Transformer::hidden_states(const at::Tensor& input_ids) {
-  check_input_ids(input_ids, config_.vocab_size, config_.max_len);
-  at::Tensor h = embed_->forward(input_ids);                                                     // B x L x d
-  for (const auto& block : *blocks_) h = block->as<TransformerBlock>()->forward(h);
-  return norm_->forward(h);
+TransformerBlock TransformerModel::block(int64_t i) const {
+  return std::dynamic_pointer_cast<TransformerBlockImpl>(blocks().at(i));
 }
 
-at::Tensor Transformer::head(const at::Tensor& hidden) {
-  return config_.tie_embeddings ? torch::nn::functional::linear(hidden, embed_->weight) : head_->forward(hidden);
-}
-
-std::unique_ptr<DecodeState> Transformer::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
-  auto state = std::make_unique<TransformerDecodeState>(batch, capacity, method);
-  for (const auto& block : *blocks_) {
-    state->layers.push_back(block->as<TransformerBlock>()->attn->start_decoding(batch, capacity));
-  }
-  return state;
-}
-
-at::Tensor Transformer::decode_hidden(DecodeState& state, const at::Tensor& input_ids) {
-  auto& s = static_cast<TransformerDecodeState&>(state);
-  at::Tensor h = embed_->forward(input_ids);
-  for (size_t i = 0; i < blocks_->size(); ++i) {
-    h = blocks_[i]->as<TransformerBlock>()->decode(h, s.layers[i], state.position());
-  }
-  return norm_->forward(h);
-}
-
-static ModelRegistration registration("transformer", [](const nlohmann::json& config) {
-  return std::make_shared<Transformer>(TransformerConfig::from_json_text(config.dump()));
+static ModelRegistration registration(TransformerConfig::kArch, [](const nlohmann::json& config) {
+  return std::make_shared<TransformerModel>(TransformerConfig::from_json_text(config.dump()));
 });
 
 }  // namespace tmm::models

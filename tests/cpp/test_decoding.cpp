@@ -1,7 +1,8 @@
 // Incremental decoding (tmm/models/decoding.h): for every architecture and
 // TMM variant, the logits of a prefill followed by single steps equal the
-// full forward's at every position, for every decode method the model has;
-// the fast (FutureFill) and cached methods of TMM and Hyena agree.
+// full forward's at every position, for every decode method the model has
+// (the methods each model must have are stated here, not asked of it); what
+// method "auto" picks (the table in docs/cpp.md) at each capacity boundary.
 #include <string>
 #include <vector>
 
@@ -22,37 +23,62 @@ std::string tmm_config(const std::string& extra) {
   return R"({"arch": "tmm", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80)" + extra + "}";
 }
 
+constexpr DecodeMethod kRecompute = DecodeMethod::Recompute, kCached = DecodeMethod::Cached,
+                        kFast = DecodeMethod::Fast;
+
+struct DecodeCase {
+  std::string config;
+  std::vector<DecodeMethod> methods;  // what the model must have (docs/cpp.md), in this order
+};
+
 // Configs covering every decode path: TMM variants, Hyena, Transformer, Mamba2.
-std::vector<std::string> decode_configs() {
+std::vector<DecodeCase> decode_cases() {
+  const std::vector<DecodeMethod> long_conv{kRecompute, kCached, kFast}, other{kRecompute, kCached};
   return {
-      tmm_config(""),
-      tmm_config(R"(, "heads": 4, "kernel": 3)"),
-      tmm_config(R"(, "mixer": "expanded", "heads": 2)"),
-      tmm_config(R"(, "mixer": "frozen", "block_order": "mixer_first", "norm": "rmsnorm")"),
-      tmm_config(R"(, "mixer": "masked", "heads": 2, "tie_embeddings": true)"),
-      R"({"arch": "hyena", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "filter_order": 16})",
-      R"({"arch": "hyena", "vocab_size": 37, "d_model": 8, "n_layers": 1, "max_len": 80, "short_filter": 1, "modulate": false})",
-      R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 2})",
-      R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 4, "window": 5})",
+      {tmm_config(""), long_conv},
+      {tmm_config(R"(, "heads": 4, "kernel": 3)"), long_conv},
+      {tmm_config(R"(, "mixer": "expanded", "heads": 2)"), long_conv},
+      {tmm_config(R"(, "mixer": "frozen", "block_order": "mixer_first", "norm": "rmsnorm")"), long_conv},
+      {tmm_config(R"(, "mixer": "masked", "heads": 2, "tie_embeddings": true)"), other},  // no Toeplitz vector
+      {R"({"arch": "hyena", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "filter_order": 16})",
+       long_conv},
+      {R"({"arch": "hyena", "vocab_size": 37, "d_model": 8, "n_layers": 1, "max_len": 80, "short_filter": 1, "modulate": false})",
+       long_conv},
+      {R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 2})", other},
+      {R"({"arch": "transformer", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "n_heads": 4, "window": 5})",
+       other},
       // window 40: prompts shorter than the window, steps past it; no layers: embedding and norm only.
-      R"({"arch": "transformer", "vocab_size": 37, "d_model": 8, "n_layers": 1, "max_len": 80, "n_heads": 1, "window": 40, "tie_embeddings": true})",
-      R"({"arch": "transformer", "vocab_size": 37, "d_model": 8, "n_layers": 0, "max_len": 80, "n_heads": 2})",
-      R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 8, "headdim": 8, "chunk_size": 8})",
+      {R"({"arch": "transformer", "vocab_size": 37, "d_model": 8, "n_layers": 1, "max_len": 80, "n_heads": 1, "window": 40, "tie_embeddings": true})",
+       other},
+      {R"({"arch": "transformer", "vocab_size": 37, "d_model": 8, "n_layers": 0, "max_len": 80, "n_heads": 2})", other},
+      {R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 8, "headdim": 8, "chunk_size": 8})",
+       other},
       // groups of B and C shared by 4 heads, a short conv, the gated MLP, a chunk size no prompt is a multiple of.
-      R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 4, "headdim": 4,)"
-      R"( "ngroups": 2, "d_conv": 2, "d_intermediate": 24, "chunk_size": 7, "tie_embeddings": true})",
+      {R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 4, "headdim": 4,)"
+       R"( "ngroups": 2, "d_conv": 2, "d_intermediate": 24, "chunk_size": 7, "tie_embeddings": true})",
+       other},
   };
 }
 
-std::vector<DecodeMethod> methods_of(tmm::models::LanguageModel& model) {
+// The methods the model accepts, asked of it: checked against the stated list.
+std::vector<DecodeMethod> accepted_methods(tmm::models::LanguageModel& model) {
   std::vector<DecodeMethod> out;
-  for (DecodeMethod m : {DecodeMethod::Recompute, DecodeMethod::Cached, DecodeMethod::Fast}) {
+  for (DecodeMethod m : {kRecompute, kCached, kFast}) {
+    DecodeMethod resolved = DecodeMethod::Auto;
     try {
-      model.resolve_decode_method(m, 64);
-      out.push_back(m);
+      resolved = model.resolve_decode_method(m, 64);
     } catch (const c10::Error&) {
+      continue;
     }
+    CHECK(resolved == m);  // an explicit request is kept
+    out.push_back(m);
   }
+  return out;
+}
+
+std::string names(const std::vector<DecodeMethod>& methods) {
+  std::string out;
+  for (DecodeMethod m : methods) out += (out.empty() ? "" : ",") + tmm::models::to_string(m);
   return out;
 }
 
@@ -78,12 +104,15 @@ void check_against_forward(tmm::models::LanguageModel& model, DecodeMethod metho
 
 TEST_CASE("decode: prefill + steps equal the full forward, every model and method", "[decoding]") {
   torch::NoGradGuard no_grad;
-  for (const auto& config : decode_configs()) {
+  for (const auto& [config, methods] : decode_cases()) {
     INFO(config);
     at::manual_seed(7);
     auto model = tmm::models::build_model(config);
     model->eval();
-    for (DecodeMethod method : methods_of(*model)) {
+    // A method wrongly rejected (or wrongly accepted) fails here rather than
+    // dropping out of the loop below.
+    CHECK(names(accepted_methods(*model)) == names(methods));
+    for (DecodeMethod method : methods) {
       // float64: the methods are exact up to rounding.
       model->to(at::kDouble);
       for (int64_t P : {1, 5, 32}) check_against_forward(*model, method, P, 67, 1e-10);
@@ -113,13 +142,14 @@ TEST_CASE("decode: a Mamba2 step's state has a fixed size, whatever the position
       R"({"arch": "mamba2", "vocab_size": 37, "d_model": 16, "n_layers": 2, "max_len": 80, "d_state": 8, "headdim": 8})");
   model->eval();
   auto state = model->start_decoding(2, 80);
-  auto* s = dynamic_cast<tmm::models::Mamba2DecodeState*>(state.get());
+  auto* s = dynamic_cast<tmm::models::LayerwiseDecodeState*>(state.get());
   REQUIRE(s != nullptr);
   REQUIRE(s->layers.size() == 2);
   // d_inner 32 = 4 heads of 8; the conv runs over x, B and C: 32 + 2 * 8 channels.
   const std::vector<int64_t> conv{2, 3, 48}, ssm{2, 4, 8, 8};
   auto check_sizes = [&] {
-    for (const auto& layer : s->layers) {
+    for (size_t i = 0; i < s->layers.size(); ++i) {
+      const auto& layer = s->layer<tmm::models::Mamba2MixerDecodeState>(i);
       CHECK(layer.conv_inputs.sizes().vec() == conv);
       CHECK(layer.ssm.sizes().vec() == ssm);
     }
@@ -135,9 +165,10 @@ TEST_CASE("decode: a Mamba2 step's state has a fixed size, whatever the position
 TEST_CASE("decode: a windowed Transformer keeps at most `window` positions per layer", "[decoding]") {
   torch::NoGradGuard no_grad;
   auto slots_of = [](tmm::models::DecodeState& state) {
-    auto& s = dynamic_cast<tmm::models::TransformerDecodeState&>(state);
+    auto& s = dynamic_cast<tmm::models::LayerwiseDecodeState&>(state);
     std::vector<int64_t> slots;
-    for (const auto& layer : s.layers) {
+    for (size_t i = 0; i < s.layers.size(); ++i) {
+      const auto& layer = s.layer<tmm::models::TransformerKVCache>(i);
       CHECK(layer.keys.sizes() == layer.values.sizes());
       slots.push_back(layer.keys.size(2));
     }
@@ -177,4 +208,44 @@ TEST_CASE("decode: clear errors", "[decoding]") {
   auto masked = tmm::models::build_model(tmm_config(R"(, "mixer": "masked")"));
   CHECK_THROWS_WITH(masked->start_decoding(1, 8, DecodeMethod::Fast), Contains("needs a Toeplitz mixer"));
   CHECK_THROWS_WITH(tmm::models::parse_decode_method("quick"), Contains("got \"quick\""));
+}
+
+TEST_CASE("decode: auto picks what docs/cpp.md says, on both sides of each capacity boundary", "[decoding]") {
+  torch::NoGradGuard no_grad;
+  // docs/cpp.md: TMM's Toeplitz mixers and Hyena decode "fast" from a
+  // capacity of 1024 tokens and "cached" below; the masked mixer, the
+  // Transformer and Mamba2 always "cached".
+  const std::string common = R"("vocab_size": 11, "d_model": 4, "n_layers": 1, "max_len": 1100)";
+  struct AutoCase {
+    std::string config;
+    std::vector<std::pair<int64_t, DecodeMethod>> choices;  // capacity, what auto picks
+  };
+  const std::vector<std::pair<int64_t, DecodeMethod>> long_conv{{1, kCached}, {1023, kCached}, {1024, kFast},
+                                                                {1100, kFast}};
+  const std::vector<std::pair<int64_t, DecodeMethod>> always_cached{{1, kCached}, {1023, kCached}, {1024, kCached},
+                                                                    {1100, kCached}};
+  const std::vector<AutoCase> cases = {
+      {R"({"arch": "tmm", )" + common + "}", long_conv},
+      {R"({"arch": "tmm", "heads": 2, "mixer": "expanded", )" + common + "}", long_conv},
+      {R"({"arch": "tmm", "mixer": "frozen", "kernel": 2, )" + common + "}", long_conv},
+      {R"({"arch": "tmm", "mixer": "masked", )" + common + "}", always_cached},
+      {R"({"arch": "hyena", "filter_order": 4, )" + common + "}", long_conv},
+      {R"({"arch": "transformer", "n_heads": 2, )" + common + "}", always_cached},
+      {R"({"arch": "transformer", "n_heads": 2, "window": 16, )" + common + "}", always_cached},
+      {R"({"arch": "mamba2", "headdim": 4, "d_state": 4, )" + common + "}", always_cached},
+  };
+  for (const auto& c : cases) {
+    INFO(c.config);
+    auto model = tmm::models::build_model(c.config);
+    model->eval();
+    for (const auto& [capacity, expected] : c.choices) {
+      INFO("capacity " << capacity);
+      CHECK(model->resolve_decode_method(DecodeMethod::Auto, capacity) == expected);
+      CHECK(model->start_decoding(1, capacity)->method() == expected);  // Auto is the default
+      // An explicit request is kept whatever the capacity.
+      CHECK(model->start_decoding(1, capacity, kCached)->method() == kCached);
+      CHECK(model->start_decoding(1, capacity, kRecompute)->method() == kRecompute);
+      if (c.choices == long_conv) CHECK(model->start_decoding(1, capacity, kFast)->method() == kFast);
+    }
+  }
 }

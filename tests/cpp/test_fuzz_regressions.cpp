@@ -1,10 +1,15 @@
-// Replays the fuzzers' inputs (tests/fuzz): every file under
-// tests/fuzz/regressions/<target>/ (inputs that once crashed a fuzzer) and
-// tests/fuzz/corpus/<target>/ (the seeds) goes through the function its
-// fuzzer calls, which must succeed or raise c10::Error (std::invalid_argument
-// for the tokenizer): any other exception fails the test, and a crash or
-// sanitizer report ends the run.
+// Replays the fuzzers' inputs (tests/fuzz) through the function each fuzzer
+// calls. A regression (tests/fuzz/regressions/<target>/, an input that once
+// crashed a fuzzer or showed a bug of its kind) must raise the specific error
+// its fix introduced, listed below beside its file name, so that a replay
+// fails without the fix on a normal run too, not only under a sanitizer. The
+// seeds (tests/fuzz/corpus/<target>/) are valid inputs: model configs must
+// build, run and round-trip; safetensors files load or raise c10::Error,
+// tokenizer files load or raise std::invalid_argument. Any other exception
+// fails the test, and a crash or sanitizer report ends the run.
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -27,10 +32,12 @@ namespace {
 
 const fs::path kFuzzDir = fs::path(TMM_MODELS_DIR).parent_path() / "tests" / "fuzz";
 
-// The input files of one fuzz target, sorted, README files left out.
-std::vector<fs::path> inputs(const std::string& target) {
+// The input files of one fuzz target under `kinds` ("regressions", "corpus"),
+// sorted, README files left out.
+std::vector<fs::path> inputs(const std::string& target,
+                             std::initializer_list<const char*> kinds = {"regressions", "corpus"}) {
   std::vector<fs::path> out;
-  for (const char* kind : {"regressions", "corpus"}) {
+  for (const char* kind : kinds) {
     const fs::path dir = kFuzzDir / kind / target;
     if (!fs::is_directory(dir)) continue;
     for (const auto& e : fs::directory_iterator(dir))
@@ -38,6 +45,47 @@ std::vector<fs::path> inputs(const std::string& target) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// What each model_config regression was fixed to raise: a substring of the
+// error build_model gives, with the config's "arch" replaced by `arch` when
+// set (fuzz_model_config tries every parser on an input, so a misspelt arch
+// reached the Transformer's validator; as written, it is an unknown arch).
+struct ConfigRegression {
+  const char* file;
+  const char* arch;
+  const char* error;
+};
+const ConfigRegression kConfigRegressions[] = {
+    {"crash-5b89103c-ffn-mult-overflow-any-arch.json", "transformer",
+     "key \"ffn_mult\" gives an FFN width 2/3 * ffn_mult * d_model = "},
+    {"crash-5b89103c-ffn-mult-overflow-any-arch.json", "", "unknown \"arch\" \"tranmorsefr\""},
+    {"transformer-ffn-mult-overflow.json", "", "key \"ffn_mult\" gives an FFN width 2/3 * ffn_mult * d_model = "},
+    {"transformer-ffn-width-zero.json", "", "key \"ffn_mult\" gives an FFN width of 0"},
+    {"mamba2-d-inner-overflow.json", "", "key \"expand\" makes a size overflow: 4 * 4611686018427387904"},
+    {"mamba2-in-proj-width-overflow.json", "", "key \"d_state\" makes a size overflow: 2 * 4611686018427387904"},
+    {"hyena-in-proj-overflow.json", "", "key \"d_model\" makes a size overflow: 3 * 4611686018427387904"},
+    {"tmm-ffn-overflow.json", "", "key \"ffn_mult\" makes a size overflow: 4611686018427387904 * 4"},
+};
+
+// Whether `s` is well-formed UTF-8 (no stray continuation bytes, overlong
+// forms, surrogates or code points past U+10FFFF).
+bool is_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b >> 6) != 0x2) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
 }
 
 std::string read_all(const fs::path& p) {
@@ -68,19 +116,33 @@ TEST_CASE("fuzz inputs: the safetensors reader loads or raises c10::Error", "[fu
   }
 }
 
-TEST_CASE("fuzz inputs: model configs build and run, or raise c10::Error", "[fuzz][models]") {
-  const auto files = inputs("model_config");
+TEST_CASE("fuzz regressions: each model config raises the error its fix introduced", "[fuzz][models]") {
+  using Catch::Matchers::Contains;
+  const auto files = inputs("model_config", {"regressions"});
+  REQUIRE(!files.empty());
+  for (const auto& p : files) {  // a new regression needs its expected error listed above
+    INFO("input " << p.string());
+    CHECK(std::any_of(std::begin(kConfigRegressions), std::end(kConfigRegressions),
+                      [&](const ConfigRegression& r) { return p.filename() == r.file; }));
+  }
+  for (const auto& r : kConfigRegressions) {
+    const fs::path p = kFuzzDir / "regressions" / "model_config" / r.file;
+    INFO("input " << p.string() << (*r.arch ? " as arch " : "") << r.arch);
+    REQUIRE(fs::is_regular_file(p));
+    auto config = nlohmann::json::parse(read_all(p));
+    if (*r.arch) config["arch"] = r.arch;
+    CHECK_THROWS_WITH(tmm::models::build_model(config.dump()), Contains(r.error));
+  }
+}
+
+TEST_CASE("fuzz corpus: the model config seeds build, run and round-trip", "[fuzz][models]") {
+  const auto files = inputs("model_config", {"corpus"});
   REQUIRE(!files.empty());
   for (const auto& p : files) {
     INFO("input " << p.string());
     const std::string text = read_all(p);
     std::shared_ptr<tmm::models::LanguageModel> m;
-    try {
-      m = tmm::models::build_model(text);
-    } catch (const c10::Error&) {
-      continue;  // a clean error
-    }
-    // A config that builds runs a few tokens and round-trips.
+    REQUIRE_NOTHROW(m = tmm::models::build_model(text));
     const auto cfg = nlohmann::json::parse(m->config_json());
     const int64_t V = cfg.at("vocab_size").get<int64_t>();
     const int64_t L = std::min<int64_t>(cfg.at("max_len").get<int64_t>(), 5);
@@ -88,8 +150,26 @@ TEST_CASE("fuzz inputs: model configs build and run, or raise c10::Error", "[fuz
     at::NoGradGuard no_grad;
     const at::Tensor logits = m->forward(at::arange(L, at::kLong).remainder(V).unsqueeze(0));
     CHECK(logits.sizes() == at::IntArrayRef({1, L, V}));
+    CHECK(at::isfinite(logits).all().item<bool>());
     CHECK(tmm::models::build_model(m->config_json())->config_json() == m->config_json());
   }
+}
+
+TEST_CASE("fuzz regressions: a tokenizer error message quoting ill-formed UTF-8 is made valid UTF-8",
+          "[fuzz][tokenizer]") {
+  const fs::path p = kFuzzDir / "regressions" / "tokenizer" / "ill-formed-utf8-in-error-message.json";
+  const std::string text = read_all(p);
+  REQUIRE_FALSE(is_utf8(text));  // the input itself is not
+  std::string message;
+  try {
+    tmm::text::Tokenizer::from_json_text(text);
+  } catch (const std::invalid_argument& e) {
+    message = e.what();
+  }
+  INFO("message: " << message);
+  REQUIRE_FALSE(message.empty());  // rejected, with std::invalid_argument
+  CHECK(is_utf8(message));
+  CHECK(message.find("\xEF\xBF\xBD") != std::string::npos);  // U+FFFD where the ill-formed bytes were
 }
 
 TEST_CASE("fuzz inputs: tokenizer.json files load and encode, or raise std::invalid_argument", "[fuzz][tokenizer]") {

@@ -19,7 +19,7 @@
 namespace {
 
 using Catch::Matchers::Contains;
-using tmm::models::Hyena;
+using tmm::models::HyenaModel;
 using tmm::models::HyenaConfig;
 
 constexpr double kPi = 3.14159265358979323846;
@@ -29,10 +29,10 @@ nlohmann::json base_config() {
           {"filter_order", 8}};
 }
 
-std::shared_ptr<Hyena> make(const nlohmann::json& extra = nlohmann::json::object()) {
+std::shared_ptr<HyenaModel> make(const nlohmann::json& extra = nlohmann::json::object()) {
   auto config = base_config();
   config.update(extra);
-  return std::make_shared<Hyena>(HyenaConfig::from_json_text(config.dump()));
+  return std::make_shared<HyenaModel>(HyenaConfig::from_json_text(config.dump()));
 }
 
 at::Tensor dbl(const at::Tensor& t) { return t.detach().to(at::kDouble).contiguous(); }
@@ -313,7 +313,7 @@ TEST_CASE("Hyena parameters: names, shapes, counts, tying", "[hyena]") {
   for (const char* name : {"hyena-tiny.json", "hyena-cpu-small.json"}) {
     INFO(name);
     auto m = tmm::models::build_model(read_text(std::string(TMM_MODELS_DIR) + "/" + name));
-    const auto& c = dynamic_cast<Hyena&>(*m).config();
+    const auto& c = dynamic_cast<HyenaModel&>(*m).config();
     CHECK(m->parameter_count() == expected_parameters(c));
   }
 

@@ -228,7 +228,7 @@ TEST_CASE("Mamba2 parameters: names, shapes, count, initialisation", "[mamba2]")
   at::manual_seed(8);
   const auto json = tiny_config();
   auto model = build(json);
-  const auto& c = model->config;
+  const auto& c = model->config();
   const int64_t V = 40, d = 16, di = 32, H = 4, G = 2, N = 6, K = 3, conv_dim = di + 2 * G * N;
   auto params = model->named_parameters();
   CHECK(params["embed.weight"].sizes() == at::IntArrayRef{V, d});
@@ -267,7 +267,7 @@ TEST_CASE("Mamba2 parameters: names, shapes, count, initialisation", "[mamba2]")
   CHECK(tied->parameter_count() == model->parameter_count() - V * d);
   const at::Tensor ids = at::randint(V, {1, 7}, at::kLong);
   const at::Tensor h = tied->hidden_states(ids);
-  CHECK(max_abs_diff(tied->head(h), at::matmul(h, tied->embed->weight.t())) < 1e-6);
+  CHECK(max_abs_diff(tied->head(h), at::matmul(h, tied->embedding()->weight.t())) < 1e-6);
 }
 
 TEST_CASE("Mamba2 with the optional gated MLP trains every parameter and stays causal", "[mamba2]") {

@@ -45,7 +45,7 @@ double d(int64_t v) { return double(v); }
 // Generous upper estimates of each model's parameter and buffer count.
 double estimate(const TMMConfig& c) {
   const double D = d(c.d_model), N = d(c.max_len), G = c.heads == 0 ? 1.0 : d(c.heads);
-  const double mixer = c.mixer == "masked" ? G * N * N : 2 * G * d(c.kernel) * N + G * N;
+  const double mixer = c.mixer == TMMMixerKind::Masked ? G * N * N : 2 * G * d(c.kernel) * N + G * N;
   const double layer = 1000 + 2 * D * D + 3 * D * D * d(c.ffn_mult) + 2 * mixer + 8 * D;
   return d(c.n_layers) * layer + 2 * d(c.vocab_size) * D + N * D;
 }

@@ -1,5 +1,5 @@
-// Hyena (Poli et al. 2023), the order-2 gated long-convolution baseline of
-// docs/models.md ("Hyena"): embedding, N pre-norm blocks
+// Hyena (Poli et al. 2023), the order-2 gated long-convolution baseline
+// (docs/models.md): embedding, N pre-norm blocks
 //   x += HyenaOperator(LN(x));  x += MLP(LN(x))   (MLP: Linear -> GELU -> Linear)
 // a final LayerNorm, LM head. No positional embeddings: the implicit filters
 // carry position.
@@ -27,23 +27,21 @@
 #include <memory>
 #include <string>
 
-#include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
 
 namespace tmm::models {
 
 struct HyenaOperatorDecodeState;  // one layer's incremental-decoding state (hyena.cpp)
 
-struct HyenaConfig {
-  int64_t vocab_size = 0, d_model = 0, n_layers = 0, max_len = 0;
-  double dropout = 0.0;
-  bool tie_embeddings = false;
+// The common keys (CommonConfig), then Hyena's own.
+struct HyenaConfig : CommonConfig {
+  static constexpr const char* kArch = "hyena";
   int64_t ffn_mult = 4;          // MLP hidden width = ffn_mult * d_model
   int64_t short_filter = 3;      // width of the short depthwise causal conv
   int64_t filter_order = 64;     // hidden width F of the implicit filter's MLP
@@ -51,7 +49,9 @@ struct HyenaConfig {
   double filter_sin_freq = 1.0;  // initial frequency of its sine activations
   bool modulate = true;          // exponential decay of the implicit filters
 
+  // Validates every key ("arch" must be "hyena"); errors name the key.
   static HyenaConfig from_json_text(const std::string& json);
+  // Every key spelled out, including "arch".
   std::string to_json_text() const;
 };
 
@@ -111,11 +111,12 @@ class HyenaOperatorImpl : public torch::nn::Module {
 };
 TORCH_MODULE(HyenaOperator);
 
-class HyenaBlockImpl : public torch::nn::Module {
+class HyenaBlockImpl : public LanguageModelBlock {
  public:
   explicit HyenaBlockImpl(const HyenaConfig& c);
-  at::Tensor forward(const at::Tensor& x);
-  at::Tensor decode(const at::Tensor& x, HyenaOperatorDecodeState& state);
+  at::Tensor forward(const at::Tensor& x) override;
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
 
   torch::nn::LayerNorm mixer_norm{nullptr}, ffn_norm{nullptr};
   HyenaOperator mixer{nullptr};
@@ -126,29 +127,26 @@ class HyenaBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(HyenaBlock);
 
-class Hyena : public LanguageModel {
+// Parameter names: embed.weight, blocks.<i>.{mixer_norm, ffn_norm}.{weight,
+// bias}, blocks.<i>.mixer.{in_proj, out_proj}.{weight, bias},
+// blocks.<i>.mixer.short_filter.{weight, bias},
+// blocks.<i>.mixer.filter.{mlp.<j>.weight, mlp.<j>.bias (j < 3), freq, D},
+// blocks.<i>.{ffn_in, ffn_out}.{weight, bias}, final_norm.{weight, bias},
+// head.weight (absent when tied).
+class HyenaModel : public LanguageModel {
  public:
-  explicit Hyena(const HyenaConfig& config);
-  at::Tensor hidden_states(const at::Tensor& input_ids) override;
-  at::Tensor head(const at::Tensor& hidden) override;
+  // `config` is validated as from_json_text validates it (errors name the key).
+  explicit HyenaModel(const HyenaConfig& config);
   std::string config_json() const override { return config_.to_json_text(); }
-  std::string arch() const override { return "hyena"; }
-  int64_t vocab_size() const override { return config_.vocab_size; }
-  int64_t max_len() const override { return config_.max_len; }
   const HyenaConfig& config() const { return config_; }
-  HyenaBlock block(int64_t i) const { return blocks_->ptr<HyenaBlockImpl>(i); }
+  HyenaBlock block(int64_t i) const;
+  // Fast and Cached; Auto as long_conv_decode_method.
   DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
 
- protected:
-  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
-
  private:
+  struct Validated {};
+  HyenaModel(const HyenaConfig& config, Validated);
   HyenaConfig config_;
-  torch::nn::Embedding embed_{nullptr};
-  torch::nn::ModuleList blocks_;
-  torch::nn::LayerNorm final_norm_{nullptr};
-  torch::nn::Linear head_{nullptr};
 };
 
 }  // namespace tmm::models

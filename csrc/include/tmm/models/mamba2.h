@@ -28,28 +28,26 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
-#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
 
 namespace tmm::models {
 
-struct Mamba2Config {
-  int64_t vocab_size = 0;
-  int64_t d_model = 0;
-  int64_t n_layers = 0;
-  int64_t max_len = 0;        // maximum context
-  double dropout = 0.0;       // on each residual branch's output
-  bool tie_embeddings = false;
+// The common keys (CommonConfig; dropout acts on each residual branch's
+// output; n_layers >= 1), then Mamba2's own.
+struct Mamba2Config : CommonConfig {
+  static constexpr const char* kArch = "mamba2";
   int64_t d_state = 64;       // N
   int64_t d_conv = 4;         // width of the causal depthwise conv
   int64_t expand = 2;         // d_inner = expand * d_model
@@ -108,7 +106,9 @@ class Mamba2GatedRMSNormImpl : public torch::nn::Module {
 TORCH_MODULE(Mamba2GatedRMSNorm);
 
 // One mixer's incremental-decoding state: a fixed size, whatever the position.
-struct Mamba2MixerDecodeState {
+struct Mamba2MixerDecodeState : LayerDecodeState {
+  Mamba2MixerDecodeState(at::Tensor conv_inputs_, at::Tensor ssm_)
+      : conv_inputs(std::move(conv_inputs_)), ssm(std::move(ssm_)) {}
   at::Tensor conv_inputs;  // B x (d_conv - 1) x conv_dim: the conv's last inputs (zeros before position 0)
   at::Tensor ssm;          // B x H x P x N: the SSM state s, in the scan's dtype
 };
@@ -146,11 +146,13 @@ class Mamba2GatedMLPImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Mamba2GatedMLP);
 
-class Mamba2BlockImpl : public torch::nn::Module {
+class Mamba2BlockImpl : public LanguageModelBlock {
  public:
   explicit Mamba2BlockImpl(const Mamba2Config& config);
-  at::Tensor forward(const at::Tensor& x);
-  at::Tensor decode(const at::Tensor& x, Mamba2MixerDecodeState& state, int64_t position);  // eval mode: no dropout
+  at::Tensor forward(const at::Tensor& x) override;
+  // Method Cached: a Mamba2MixerDecodeState.
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
 
   Mamba2Config config;
   torch::nn::AnyModule norm;  // RMSNorm(d)
@@ -160,33 +162,18 @@ class Mamba2BlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Mamba2Block);
 
-// Mamba2's decoding state (method Cached): one mixer state per layer.
-// Public so callers can see what decoding holds in memory.
-struct Mamba2DecodeState : DecodeState {
-  using DecodeState::DecodeState;
-  std::vector<Mamba2MixerDecodeState> layers;
-};
-
 class Mamba2Model : public LanguageModel {
  public:
+  // `config` is validated as from_json_text validates it (errors name the key).
   explicit Mamba2Model(const Mamba2Config& config);
+  std::string config_json() const override { return config_.to_json_text(); }
+  const Mamba2Config& config() const { return config_; }
+  Mamba2Block block(int64_t i) const;
 
-  at::Tensor hidden_states(const at::Tensor& input_ids) override;  // after the final norm
-  at::Tensor head(const at::Tensor& hidden) override;
-  std::string config_json() const override;
-  std::string arch() const override { return "mamba2"; }
-  int64_t vocab_size() const override { return config.vocab_size; }
-  int64_t max_len() const override { return config.max_len; }
-
-  Mamba2Config config;
-  torch::nn::Embedding embed{nullptr};
-  torch::nn::ModuleList blocks;
-  torch::nn::AnyModule norm;              // final RMSNorm(d)
-  torch::nn::Linear head_proj{nullptr};   // registered as "head"; null when tied
-
- protected:
-  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
+ private:
+  struct Validated {};
+  Mamba2Model(const Mamba2Config& config, Validated);
+  Mamba2Config config_;
 };
 
 }  // namespace tmm::models

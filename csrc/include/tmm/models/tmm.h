@@ -1,37 +1,45 @@
-// The Toeplitz MLP Mixer (docs/models.md, "TMM"): embedding, N
-// blocks of x += FFN(norm(x)); x += Toeplitz(norm(x)) (feed-forward first by
-// default), LM head. No positional embeddings: the Toeplitz structure carries
-// position. The mixing is tmm::ops::causal_toeplitz.
+// The Toeplitz MLP Mixer (docs/models.md): embedding, N blocks of
+// x += FFN(norm(x)); x += Toeplitz(norm(x)) (feed-forward first by default),
+// LM head; no final norm. No positional embeddings: the Toeplitz structure
+// carries position. The mixing is tmm::ops::causal_toeplitz.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include <torch/nn/modules/container/any.h>
-#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
 
 namespace tmm::models {
 
 struct TMMMixerDecodeState;  // one layer's incremental-decoding state (tmm.cpp)
 
-struct TMMConfig {
-  int64_t vocab_size = 0, d_model = 0, n_layers = 0, max_len = 0;
-  int64_t heads = 0;             // 0: flat (one kernel, no projections); h: h heads with in/out projections
-  int64_t kernel = 1;            // channel width k of the kernel variant
-  std::string mixer = "toeplitz";  // toeplitz | expanded (Toeplitz-SiLU-Toeplitz) | frozen | masked
-  int64_t ffn_mult = 4;
-  std::string activation = "silu";
-  double dropout = 0.0;
-  std::string block_order = "ffn_first";  // ffn_first (the authors') | mixer_first
-  std::string norm = "layernorm";         // layernorm | rmsnorm
-  bool tie_embeddings = false;
+// The token mixer: "toeplitz" | "expanded" (Toeplitz-SiLU-Toeplitz) |
+// "frozen" (fixed Toeplitz vectors) | "masked" (a full lower-triangular matrix).
+enum class TMMMixerKind { Toeplitz, Expanded, Frozen, Masked };
+// "ffn_first" (the authors') | "mixer_first".
+enum class TMMBlockOrder { FfnFirst, MixerFirst };
+std::string to_string(TMMMixerKind kind);
+std::string to_string(TMMBlockOrder order);
 
+// The common keys (CommonConfig), then TMM's own.
+struct TMMConfig : CommonConfig {
+  static constexpr const char* kArch = "tmm";
+  int64_t heads = 0;   // 0: flat (one kernel, no projections); h: h heads with in/out projections
+  int64_t kernel = 1;  // channel width k of the kernel variant
+  TMMMixerKind mixer = TMMMixerKind::Toeplitz;
+  int64_t ffn_mult = 4;
+  Activation activation = Activation::SiLU;
+  TMMBlockOrder block_order = TMMBlockOrder::FfnFirst;
+  NormKind norm = NormKind::LayerNorm;
+
+  // Validates every key ("arch" must be "tmm"); errors name the key.
   static TMMConfig from_json_text(const std::string& json);
+  // Every key spelled out, including "arch".
   std::string to_json_text() const;
 };
 
@@ -53,11 +61,12 @@ class ToeplitzMixerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ToeplitzMixer);
 
-class TMMBlockImpl : public torch::nn::Module {
+class TMMBlockImpl : public LanguageModelBlock {
  public:
   explicit TMMBlockImpl(const TMMConfig& c);
-  at::Tensor forward(const at::Tensor& x);
-  at::Tensor decode(const at::Tensor& x, TMMMixerDecodeState& state);
+  at::Tensor forward(const at::Tensor& x) override;
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
   ToeplitzMixer mixer() const { return mixer_; }
 
  private:
@@ -69,27 +78,25 @@ class TMMBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TMMBlock);
 
-class TMM : public LanguageModel {
+// Parameter names: embed.weight, blocks.<i>.{ffn_norm, mixer_norm}.weight
+// (and .bias for LayerNorm), blocks.<i>.{ffn_in, ffn_out}.{weight, bias},
+// blocks.<i>.mixer.{weight, bias} (plus weight2, bias2 when "expanded";
+// in_proj, out_proj with heads; a buffer weight when "frozen"), head.weight
+// (absent when tied).
+class TMMModel : public LanguageModel {
  public:
-  explicit TMM(const TMMConfig& config);
-  at::Tensor hidden_states(const at::Tensor& input_ids) override;
-  at::Tensor head(const at::Tensor& hidden) override;
+  // `config` is validated as from_json_text validates it (errors name the key).
+  explicit TMMModel(const TMMConfig& config);
   std::string config_json() const override { return config_.to_json_text(); }
-  std::string arch() const override { return "tmm"; }
-  int64_t vocab_size() const override { return config_.vocab_size; }
-  int64_t max_len() const override { return config_.max_len; }
   const TMMConfig& config() const { return config_; }
+  TMMBlock block(int64_t i) const;
+  // Fast and Cached ("masked": Cached only); Auto as long_conv_decode_method.
   DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
 
- protected:
-  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
-
  private:
+  struct Validated {};
+  TMMModel(const TMMConfig& config, Validated);
   TMMConfig config_;
-  torch::nn::Embedding embed_{nullptr};
-  torch::nn::ModuleList blocks_;
-  torch::nn::Linear head_{nullptr};
 };
 
 }  // namespace tmm::models

@@ -1,4 +1,4 @@
-// The Transformer baseline, Llama-style (docs/models.md, "Transformer"):
+// The Transformer baseline, Llama-style (docs/models.md):
 //   h = embed(ids)                                     B x L x d
 //   n_layers times, pre-norm:
 //     h += wo(attention(rope(wq(n)), rope(wk(n)), wv(n)))  with n = RMSNorm(h)
@@ -34,33 +34,34 @@
 // blocks.<i>.mlp.{w1,w2,w3}.weight, norm.weight, head.weight (absent when tied).
 #pragma once
 
+#include <memory>
 #include <string>
-#include <vector>
+#include <utility>
 
-#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
+#include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
 
 namespace tmm::models {
 
 class RMSNormImpl;
 
-struct TransformerConfig {
-  int64_t vocab_size = 0, d_model = 0, n_layers = 0, max_len = 0;
+// The common keys (CommonConfig), then the Transformer's own.
+struct TransformerConfig : CommonConfig {
+  static constexpr const char* kArch = "transformer";
   int64_t n_heads = 0;
   double rope_theta = 10000.0;
   int64_t window = 0;       // 0: full causal attention; w > 0: attend to (t - w, t]
   double ffn_mult = 4.0;
   int64_t ffn_hidden = 0;   // resolved by from_json_text: always > 0 afterwards
-  double dropout = 0.0;
-  bool tie_embeddings = false;
 
   int64_t head_dim() const { return d_model / n_heads; }
-  // Validates every key (errors name it) and resolves ffn_hidden.
+  // Validates every key ("arch" must be "transformer"; errors name the key)
+  // and resolves ffn_hidden.
   static TransformerConfig from_json_text(const std::string& json);
+  // Every key spelled out, including "arch".
   std::string to_json_text() const;
 };
 
@@ -72,7 +73,8 @@ int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult);
 // Without a window, slots = capacity and position p sits in slot p; with a
 // window w, slots = min(w, capacity), a ring holding the last w positions
 // (position p in slot p % slots): attention does not depend on key order.
-struct TransformerKVCache {
+struct TransformerKVCache : LayerDecodeState {
+  TransformerKVCache(at::Tensor keys_, at::Tensor values_) : keys(std::move(keys_)), values(std::move(values_)) {}
   at::Tensor keys, values;
 };
 
@@ -112,11 +114,13 @@ class SwiGLUImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SwiGLU);
 
-class TransformerBlockImpl : public torch::nn::Module {
+class TransformerBlockImpl : public LanguageModelBlock {
  public:
   explicit TransformerBlockImpl(const TransformerConfig& c);
-  at::Tensor forward(const at::Tensor& x);
-  at::Tensor decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position);  // eval mode: no dropout
+  at::Tensor forward(const at::Tensor& x) override;
+  // Method Cached: a TransformerKVCache.
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& cache, int64_t position) override;
 
   std::shared_ptr<RMSNormImpl> attn_norm, mlp_norm;
   TransformerAttention attn{nullptr};
@@ -127,34 +131,18 @@ class TransformerBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerBlock);
 
-// The Transformer's decoding state (method Cached): one KV cache per layer.
-// Public so callers can see what decoding holds in memory.
-struct TransformerDecodeState : DecodeState {
-  using DecodeState::DecodeState;
-  std::vector<TransformerKVCache> layers;
-};
-
-class Transformer : public LanguageModel {
+class TransformerModel : public LanguageModel {
  public:
-  explicit Transformer(const TransformerConfig& config);
-  at::Tensor hidden_states(const at::Tensor& input_ids) override;  // after the final RMSNorm
-  at::Tensor head(const at::Tensor& hidden) override;
+  // `config` is validated as from_json_text validates it (errors name the key).
+  explicit TransformerModel(const TransformerConfig& config);
   std::string config_json() const override { return config_.to_json_text(); }
-  std::string arch() const override { return "transformer"; }
-  int64_t vocab_size() const override { return config_.vocab_size; }
-  int64_t max_len() const override { return config_.max_len; }
   const TransformerConfig& config() const { return config_; }
-
- protected:
-  std::unique_ptr<DecodeState> make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode_hidden(DecodeState& state, const at::Tensor& input_ids) override;
+  TransformerBlock block(int64_t i) const;
 
  private:
+  struct Validated {};
+  TransformerModel(const TransformerConfig& config, Validated);
   TransformerConfig config_;
-  torch::nn::Embedding embed_{nullptr};
-  torch::nn::ModuleList blocks_;
-  std::shared_ptr<RMSNormImpl> norm_;
-  torch::nn::Linear head_{nullptr};
 };
 
 }  // namespace tmm::models
