@@ -4,9 +4,10 @@ PyTorch model (docs/interop.md)."""
 from .causal_toeplitz import CausalToeplitz
 from .hyena import HyenaFilter, HyenaOperator, HyenaState, ShortConv
 from .layers import RMSNorm
+from .mamba2 import Mamba2Mixer, Mamba2State
 from .sequence_model import SequenceModel, resolve_mixer_factory
 from .tmm_block import TMMBlock
 from .toeplitz_mixer import ToeplitzMixer, ToeplitzMixerState, causal_matrix_mix
 
-__all__ = ["CausalToeplitz", "HyenaFilter", "HyenaOperator", "HyenaState", "RMSNorm", "SequenceModel", "ShortConv",
+__all__ = ["CausalToeplitz", "HyenaFilter", "HyenaOperator", "HyenaState", "Mamba2Mixer", "Mamba2State", "RMSNorm", "SequenceModel", "ShortConv",
            "TMMBlock", "ToeplitzMixer", "ToeplitzMixerState", "causal_matrix_mix", "resolve_mixer_factory"]
