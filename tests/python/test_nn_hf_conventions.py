@@ -91,3 +91,18 @@ def test_hooks_on_the_whole_model_still_fire():
     model(torch.randint(0, 64, (1, 4)))
     handle.remove()
     assert seen == [(1, 4, 64)]
+
+
+def test_config_reads_keys_as_attributes_and_num_parameters_takes_hf_arguments():
+    model = tiny()
+    cfg = model.config
+    assert isinstance(cfg, dict) and cfg.d_model == cfg["d_model"] == 32 and cfg.arch == "tmm"
+    with pytest.raises(AttributeError, match="no key 'use_cache'"):
+        cfg.use_cache
+    cfg.use_cache = False  # what transformers.Trainer does: a copy, the model is unchanged
+    assert "use_cache" not in model.config
+    n_embed = model.embed.weight.numel()
+    assert model.num_parameters(exclude_embeddings=True) == model.num_parameters() - n_embed
+    model.embed.weight.requires_grad_(False)
+    assert model.num_parameters(only_trainable=True) == model.num_parameters(trainable_only=True)
+    assert model.num_parameters(trainable_only=True) == model.num_parameters() - n_embed
