@@ -252,3 +252,12 @@ def test_sequence_model_loss_and_shift_labels():
     want = F.cross_entropy(out.logits[:, :-1].reshape(-1, 11), ids[:, 1:].reshape(-1))
     assert torch.allclose(out.loss, want)
     assert torch.allclose(model(ids, labels=ids).loss, F.cross_entropy(out.logits.reshape(-1, 11), ids.reshape(-1)))
+
+
+def test_from_config_refuses_keys_it_cannot_reproduce():
+    config = {"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16, "mixer_dropout": 0.1}
+    with pytest.raises(ValueError, match="'mixer_dropout' have no Python counterpart"):
+        SequenceModel.from_config(config)
+    with pytest.raises(ValueError, match="must be \"tmm\" or \"hyena\""):
+        SequenceModel.from_config({**config, "arch": "mamba2"})
+    assert SequenceModel.from_config("tmm-tiny").num_parameters() == tmm.models.build("tmm-tiny").num_parameters()

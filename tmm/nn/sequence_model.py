@@ -70,6 +70,11 @@ def build_mixer(factory, d_model, max_len, layer_idx, mixer_kwargs, device=None,
     return mixer
 
 
+# The zoo config keys from_config reproduces (docs/models.md).
+_COMMON_KEYS = {"arch", "vocab_size", "d_model", "n_layers", "max_len", "dropout", "tie_embeddings"}
+_ZOO_KEYS = {"tmm": {"heads", "kernel", "mixer", "ffn_mult", "activation", "block_order", "norm"},
+             "hyena": {"ffn_mult", "short_filter", "filter_order", "emb_dim", "filter_sin_freq", "modulate"}}
+
 # The keys of a "mixer" config (SequenceModel.from_mixer_config), sizes first.
 MIXER_CONFIG_KEYS = ("mixer", "vocab_size", "d_model", "n_layers", "max_len", "mixer_kwargs", "ffn_mult", "activation",
                      "block_order", "norm", "final_norm", "dropout", "tie_embeddings")
@@ -135,6 +140,11 @@ class SequenceModel(nn.Module):
         if not isinstance(config, dict):
             raise TypeError(f"SequenceModel.from_config: expected a config dict, name or path, got {type(config).__name__}")
         arch = config.get("arch")
+        if arch in _ZOO_KEYS:  # a key this port does not know would be silently ignored: refuse it
+            unknown = sorted(set(config) - _COMMON_KEYS - _ZOO_KEYS[arch])
+            if unknown:
+                raise ValueError(f"SequenceModel.from_config: the {arch} key(s) {', '.join(map(repr, unknown))} "
+                                 "have no Python counterpart here (tmm.nn builds the C++ model of docs/models.md)")
         common = {"ffn_mult": config.get("ffn_mult", 4), "dropout": config.get("dropout", 0.0),
                   "tie_embeddings": config.get("tie_embeddings", False), "device": device, "dtype": dtype}
         sizes = (config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"])
