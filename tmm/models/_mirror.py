@@ -129,7 +129,8 @@ class CppNode(nn.Module):
         raise RuntimeError(
             f"{what} on '{self._cpp_prefix}' is not supported: it is a part of a C++ model, whose forward runs "
             "in C++ and would never call the hook. Register hooks on the whole model, or build the model from "
-            "the drop-in layers of tmm.nn (ToeplitzMixer, TMMBlock, SequenceModel; docs/interop.md), plain "
+            "the drop-in layers of tmm.nn (SequenceModel.from_config(model.config), ToeplitzMixer, TMMBlock, "
+            "HyenaOperator, Mamba2Mixer; docs/interop.md), plain "
             "Python modules on which hooks, functional_call and parametrizations work"
         )
 
@@ -251,7 +252,9 @@ class LanguageModel(CppNode):
     :func:`tmm.models.build` or :func:`tmm.models.load`).
 
     ``model(input_ids)``: B x L int64 token ids -> logits B x L x V.
-    ``model(input_ids, labels=..., return_hidden=True)``: an :class:`LMOutput`.
+    ``model(input_ids, labels=..., return_hidden=True)``: an :class:`LMOutput`;
+    with ``shift_labels`` (the attribute or the argument) ``labels=input_ids``
+    trains next-token prediction, as in transformers.
     Parameter names are the C++ module paths ("embed.weight",
     "blocks.0.mixer.weight", ...), identical in checkpoints of both languages.
     """
