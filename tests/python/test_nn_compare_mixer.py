@@ -78,5 +78,6 @@ def test_script_has_the_mixer_flags():
         import compare as script
     finally:
         sys.path.remove(str(REPO / "scripts"))
-    s = script.parse_args(["--mixer", "a.B", "--mixer-kwargs", '{"k": 1}', "--mixer-base", "hyena-tiny", "--steps", "1"])
+    s = script.parse_args(["--mixer", "a.B", "--mixer-kwargs", '{"k": 1}', "--mixer-base", "hyena-tiny",
+                           "--steps", "1"])
     assert (s.mixer, s.mixer_kwargs, s.mixer_base) == ("a.B", '{"k": 1}', "hyena-tiny")

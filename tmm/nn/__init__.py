@@ -9,5 +9,6 @@ from .sequence_model import SequenceModel, resolve_mixer_factory
 from .tmm_block import TMMBlock
 from .toeplitz_mixer import ToeplitzMixer, ToeplitzMixerState, causal_matrix_mix
 
-__all__ = ["CausalToeplitz", "HyenaFilter", "HyenaOperator", "HyenaState", "Mamba2Mixer", "Mamba2State", "RMSNorm", "SequenceModel", "ShortConv",
-           "TMMBlock", "ToeplitzMixer", "ToeplitzMixerState", "causal_matrix_mix", "resolve_mixer_factory"]
+__all__ = ["CausalToeplitz", "HyenaFilter", "HyenaOperator", "HyenaState", "Mamba2Mixer", "Mamba2State", "RMSNorm",
+           "SequenceModel", "ShortConv", "TMMBlock", "ToeplitzMixer", "ToeplitzMixerState", "causal_matrix_mix",
+           "resolve_mixer_factory"]

@@ -31,7 +31,8 @@ class HyenaFilter(nn.Module):
         super().__init__()
         positive("HyenaFilter", d_model=d_model, l_max=l_max, filter_order=filter_order)
         if isinstance(emb_dim, bool) or not isinstance(emb_dim, int) or emb_dim < 3 or emb_dim % 2 == 0:
-            raise ValueError(f"HyenaFilter: emb_dim must be odd and >= 3 (time, then cosine and sine bands), got {emb_dim!r}")
+            raise ValueError(
+                f"HyenaFilter: emb_dim must be odd and >= 3 (time, then cosine and sine bands), got {emb_dim!r}")
         if not math.isfinite(w) or w == 0:
             raise ValueError(f"HyenaFilter: w (the sine frequency) must be finite and nonzero, got {w!r}")
         self.d_model, self.l_max, self.emb_dim, self.modulate = d_model, l_max, emb_dim, bool(modulate)

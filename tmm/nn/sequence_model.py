@@ -138,7 +138,8 @@ class SequenceModel(nn.Module):
             with open(path) as f:
                 config = json.load(f)
         if not isinstance(config, dict):
-            raise TypeError(f"SequenceModel.from_config: expected a config dict, name or path, got {type(config).__name__}")
+            raise TypeError(
+                f"SequenceModel.from_config: expected a config dict, name or path, got {type(config).__name__}")
         arch = config.get("arch")
         if arch in _ZOO_KEYS:  # a key this port does not know would be silently ignored: refuse it
             unknown = sorted(set(config) - _COMMON_KEYS - _ZOO_KEYS[arch])
@@ -185,7 +186,8 @@ class SequenceModel(nn.Module):
         options = {k: config[k] for k in MIXER_CONFIG_KEYS[5:] if k in config}
         model = cls(config["mixer"], config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"],
                     device=device, dtype=dtype, **options)
-        model.config = ModelConfig(arch="mixer", **{k: config.get(k, MIXER_CONFIG_DEFAULTS.get(k)) for k in MIXER_CONFIG_KEYS})
+        filled = {k: config.get(k, MIXER_CONFIG_DEFAULTS.get(k)) for k in MIXER_CONFIG_KEYS}
+        model.config = ModelConfig(arch="mixer", **filled)
         return model
 
     def _check_ids(self, input_ids):
@@ -194,7 +196,8 @@ class SequenceModel(nn.Module):
                    else type(input_ids).__name__)
             raise ValueError(f"input_ids: expected a B x L int64 tensor, got {got}")
         if input_ids.shape[1] > self.max_len:
-            raise ValueError(f"input_ids: sequence length {input_ids.shape[1]} exceeds the model's maximum {self.max_len}")
+            raise ValueError(
+                f"input_ids: sequence length {input_ids.shape[1]} exceeds the model's maximum {self.max_len}")
         if not torch.compiler.is_compiling() and input_ids.numel():
             lo, hi = int(input_ids.min()), int(input_ids.max())
             if lo < 0 or hi >= self.vocab_size:
@@ -221,8 +224,10 @@ class SequenceModel(nn.Module):
             if (self.shift_labels if shift_labels is None else shift_labels):
                 labels = shifted_labels(labels)
             if not isinstance(labels, torch.Tensor) or labels.shape != input_ids.shape or labels.dtype != torch.int64:
-                got = f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor) else type(labels).__name__
-                raise ValueError(f"labels: expected int64 of the shape of input_ids {tuple(input_ids.shape)}, got {got}")
+                got = (f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor)
+                       else type(labels).__name__)
+                raise ValueError(
+                    f"labels: expected int64 of the shape of input_ids {tuple(input_ids.shape)}, got {got}")
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
         return LMOutput(logits, hidden if return_hidden else None, loss)
 

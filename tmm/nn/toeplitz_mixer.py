@@ -51,7 +51,8 @@ class ToeplitzMixer(nn.Module):
             raise ValueError(f"ToeplitzMixer: kernel must be in [1, channels per head = {per_group}], got {kernel}")
         chosen = [n for n, on in (("expanded", expanded), ("frozen", frozen), ("masked", masked)) if on]
         if len(chosen) > 1:
-            raise ValueError(f"ToeplitzMixer: expanded, frozen and masked exclude each other, got {' and '.join(chosen)}")
+            raise ValueError(
+                f"ToeplitzMixer: expanded, frozen and masked exclude each other, got {' and '.join(chosen)}")
         if masked and kernel != 1:
             raise ValueError(f"ToeplitzMixer: kernel must be 1 with masked=True, got {kernel}")
         self.d_model, self.max_len, self.heads, self.kernel = d_model, max_len, heads, kernel
@@ -80,7 +81,8 @@ class ToeplitzMixer(nn.Module):
         optionally "heads", "kernel", "mixer")."""
         mixer = config.get("mixer", "toeplitz")
         if mixer not in VARIANTS:
-            raise ValueError(f"ToeplitzMixer.from_config: \"mixer\" must be one of {', '.join(VARIANTS)}, got {mixer!r}")
+            raise ValueError(
+                f"ToeplitzMixer.from_config: \"mixer\" must be one of {', '.join(VARIANTS)}, got {mixer!r}")
         return cls(config["d_model"], config["max_len"], heads=config.get("heads", 0),
                    kernel=config.get("kernel", 1), expanded=mixer == "expanded", frozen=mixer == "frozen",
                    masked=mixer == "masked", device=device, dtype=dtype)
