@@ -7,6 +7,7 @@ parameter count, and writes tables and plots (tmm.experiments.compare).
     python scripts/compare.py --archs tmm,transformer --steps 500 --lr 3e-3
     python scripts/compare.py --configs models/tmm-tiny.json,models/hyena-tiny.json --steps 20
     python scripts/compare.py --ablation --steps 300      # the TMM variants of models/ablation/
+    python scripts/compare.py --archs tmm --mixer my_pkg.MyMixer --steps 300   # your mixer in TMM's skeleton
     torchrun --nproc_per_node 2 scripts/compare.py --task-option n=32 ...   # DistributedDataParallel
 
 With no arguments it runs the copy task (n = 32 random tokens written twice,
@@ -65,6 +66,13 @@ def parse_args(argv=None):
     p.add_argument("--ablation", nargs="?", const="all", default=None, metavar="VARIANTS",
                    help="the TMM ablation: models/ablation/tmm-<variant>.json for each comma-separated variant "
                         "(all: heads4,flat,heads16,kernel8,expanded,frozen,masked); replaces --archs")
+    p.add_argument("--mixer", default=None, metavar="IMPORT.PATH",
+                   help="also train your own mixer (e.g. my_pkg.MyMixer: an nn.Module class or factory called as "
+                        "factory(d_model, **kwargs), B x L x d -> B x L x d) in the blocks of --mixer-base "
+                        "(tmm.nn.SequenceModel; docs/interop.md)")
+    p.add_argument("--mixer-kwargs", default=None, metavar="JSON", help="the mixer's keyword arguments, a JSON object")
+    p.add_argument("--mixer-base", default=D.mixer_base,
+                   help="the zoo config whose sizes and block options the mixer's model takes")
     p.add_argument("--max-len", choices=["task", "config"], default=D.max_len,
                    help="max_len of every model: the task's sequence length, or the config's when >= it")
     p.add_argument("--steps", type=int, default=None,

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-import tmm.models
+from .model_configs import build_model
 
 __all__ = ["time_steps", "size_steps", "proportional_share", "EvenShares"]
 
@@ -15,7 +15,7 @@ def time_steps(cfg, task, batch_size, seed, n=3, device="cpu"):
     """Seconds per training step (forward, backward, AdamW) of a throwaway
     model: the median of n timed steps after one untimed."""
     torch.manual_seed(seed)
-    model = tmm.models.build(cfg).to(device)
+    model = build_model(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed + 7)
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)

@@ -11,6 +11,9 @@ count, trained on one task with the same batches; metrics, tables, plots.
 Models: each config (``archs`` picks ``<arch>-cpu-small``, ``configs``
 takes names or JSON paths instead) gets the task's vocabulary and, with
 ``max_len`` "task", its sequence length (:func:`model_configs.fit_to_task`).
+``mixer`` (an import path) adds a user's own mixer in the skeleton of
+the zoo config ``mixer_base`` (tmm.nn.SequenceModel.from_mixer_config;
+``mixer_kwargs`` a JSON object of its arguments; no checkpoints).
 Every model is initialised after ``torch.manual_seed(seed)``; every
 architecture sees the same training and held-out batches.
 
@@ -63,7 +66,7 @@ from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 from . import budget, distributed, provenance
 from .compare_report import summary_text, write_plots, write_summary
 from .errors import SettingsError
-from .model_configs import config_names, fit_to_task, labels_for, read_config
+from .model_configs import build_model, config_names, fit_to_task, labels_for, mixer_config, read_config
 from .task_options import parse_task_options
 
 __all__ = ["CompareSettings", "CompareResult", "run_comparison", "RUNTIME_SETTINGS", "DEFAULT_ARCHS",
@@ -107,6 +110,9 @@ class CompareSettings:
     resume: bool = False  # continue the interrupted run in out from its newest checkpoints
     no_nan_guard: bool = False  # do not stop at the first non-finite loss, gradient or parameter
     device: str = "cpu"  # cpu or cuda (under torchrun: the GPU of each process's LOCAL_RANK)
+    mixer: Optional[str] = None  # a user's mixer (import path), trained in the skeleton of mixer_base
+    mixer_kwargs: Optional[str] = None  # JSON object of the mixer's keyword arguments
+    mixer_base: str = "tmm-cpu-small"  # the zoo config whose sizes and block options the mixer gets
 
     def checked(self) -> "CompareSettings":
         """A copy with the defaults that depend on the machine filled in
@@ -136,6 +142,18 @@ class CompareSettings:
             raise SettingsError("--resume needs --out, the folder of the run to continue")
         if s.device not in ("cpu", "cuda"):
             raise SettingsError(f"--device must be cpu or cuda, got {s.device!r}")
+        if s.mixer_kwargs is not None and not s.mixer:
+            raise SettingsError("--mixer-kwargs needs --mixer")
+        if s.mixer and s.checkpoint_every:
+            raise SettingsError("--checkpoint-every is not supported with --mixer: a user's mixer model has no "
+                                "checkpoint format (tmm.nn.SequenceModel has no save)")
+        if s.mixer_kwargs is not None:
+            try:
+                kwargs = json.loads(s.mixer_kwargs)
+            except json.JSONDecodeError as e:
+                raise SettingsError(f"--mixer-kwargs must be a JSON object, got {s.mixer_kwargs!r}: {e}") from None
+            if not isinstance(kwargs, dict):
+                raise SettingsError(f"--mixer-kwargs must be a JSON object, got {s.mixer_kwargs!r}")
         if s.threads is None:
             s.threads = distributed.local_threads()
         return s
@@ -231,10 +249,13 @@ class _Comparison:
         """One run dict per config, fitted to the task, with its parameter count."""
         s = self.s
         read = [read_config(name) for name in config_names(s.archs, s.configs)]
+        if s.mixer:  # the user's mixer, in the skeleton of mixer_base
+            base, short = read_config(s.mixer_base)
+            read.append((mixer_config(s.mixer, json.loads(s.mixer_kwargs or "{}"), base), f"mixer-{short}"))
         runs = []
         for (cfg, short), label in zip(read, labels_for(read)):
             torch.manual_seed(s.seed)
-            model = tmm.models.build(fit_to_task(cfg, self.task, s.max_len))
+            model = build_model(fit_to_task(cfg, self.task, s.max_len))
             runs.append({"label": label, "config_name": short, "config": model.config,
                          "params": model.num_parameters(), "rows": [], "status": "pending"})
             del model
@@ -341,7 +362,7 @@ class _Comparison:
             metrics.flush()
 
         torch.manual_seed(self.s.seed)
-        model = tmm.models.build(run["config"]).to(self.device)
+        model = build_model(run["config"]).to(self.device)
         run["status"] = "running"
         try:
             res = train(model, self.task, self._train_config(run, cap), log=log)

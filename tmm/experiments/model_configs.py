@@ -9,7 +9,7 @@ import tmm.models
 
 from .errors import SettingsError
 
-__all__ = ["read_config", "fit_to_task", "labels_for", "config_names"]
+__all__ = ["read_config", "fit_to_task", "labels_for", "config_names", "build_model", "mixer_config"]
 
 
 def config_names(archs: str, configs=None, suffix: str = "cpu-small") -> list:
@@ -53,5 +53,41 @@ def fit_to_task(cfg: dict, task, max_len: str = "task") -> dict:
 def labels_for(configs: list) -> list:
     """A label per (config, short name): the arch, or the short name where
     two configs share an arch."""
-    archs = [cfg["arch"] for cfg, _ in configs]
-    return [cfg["arch"] if archs.count(cfg["arch"]) == 1 else short for cfg, short in configs]
+    archs = [_label(cfg) for cfg, _ in configs]
+    return [_label(cfg) if archs.count(_label(cfg)) == 1 else short for cfg, short in configs]
+
+
+def _label(cfg: dict) -> str:
+    """The arch; for a user's mixer (arch "mixer"), the mixer's name."""
+    return str(cfg["mixer"]).replace(":", ".").rsplit(".", 1)[-1] if cfg["arch"] == "mixer" else cfg["arch"]
+
+
+# The block options a user's mixer takes from the skeleton config (--mixer-base).
+_SKELETON_KEYS = ("d_model", "n_layers", "max_len", "vocab_size", "ffn_mult", "activation", "block_order", "norm",
+                  "dropout", "tie_embeddings")
+
+
+def mixer_config(mixer: str, mixer_kwargs: dict, base: dict) -> dict:
+    """The config of a user's mixer (an import path) in the skeleton of the
+    zoo config ``base`` (its sizes and block options; default tmm-cpu-small):
+    what tmm.nn.SequenceModel.from_mixer_config builds. The mixer is imported
+    here, so that a wrong path is a SettingsError before anything trains."""
+    from tmm.nn import resolve_mixer_factory
+
+    try:
+        resolve_mixer_factory(mixer)
+    except (ImportError, TypeError, ValueError) as e:
+        raise SettingsError(f"--mixer: {e}") from None
+    cfg = {"arch": "mixer", "mixer": mixer, "mixer_kwargs": dict(mixer_kwargs)}
+    cfg.update({k: base[k] for k in _SKELETON_KEYS if k in base})
+    return cfg
+
+
+def build_model(cfg: dict):
+    """The model of a config: the zoo's (tmm.models.build), or a user's mixer
+    in the zoo's skeleton (arch "mixer": tmm.nn.SequenceModel)."""
+    if cfg.get("arch") == "mixer":
+        from tmm.nn import SequenceModel
+
+        return SequenceModel.from_mixer_config(cfg)
+    return tmm.models.build(cfg)

@@ -10,7 +10,6 @@ with. What would *replace* a tensor object instead (``assign=True``,
 ``functional_call``, ``module.weight = Parameter(...)``) is refused, or caught
 by a check before every forward, because C++ would silently keep using its own.
 """
-import collections
 import itertools
 import json
 
@@ -19,11 +18,65 @@ from torch import nn
 
 from .. import _C
 
-LMOutput = collections.namedtuple("LMOutput", ["logits", "hidden", "loss"])
-LMOutput.__doc__ = """Output of ``model(input_ids, labels=..., return_hidden=...)``:
-logits (B x L x V), hidden (B x L x d, the states the LM head reads; None
-unless asked) and loss (mean cross-entropy against labels, -100 ignored; None
-without labels)."""
+class LMOutput(dict):
+    """Output of ``model(input_ids, labels=..., return_hidden=...)``, in the
+    manner of transformers' ``ModelOutput``: fields by name (``.logits``
+    B x L x V; ``.hidden`` B x L x d, the states the LM head reads, None
+    unless asked; ``.loss``, the mean cross-entropy against labels, -100
+    ignored, None without labels) and a mapping of the fields that are set,
+    in the order loss, logits, hidden (so ``out["loss"]``, ``dict(out)``,
+    ``transformers.Trainer`` work); ``out[0]`` indexes those present values.
+    Built as ``LMOutput(logits, hidden, loss)``."""
+
+    _fields = ("loss", "logits", "hidden")
+
+    def __init__(self, logits=None, hidden=None, loss=None):
+        values = {"loss": loss, "logits": logits, "hidden": hidden}
+        super().__init__((k, values[k]) for k in self._fields if values[k] is not None)
+
+    logits = property(lambda self: self.get("logits"))
+    hidden = property(lambda self: self.get("hidden"))
+    loss = property(lambda self: self.get("loss"))
+
+    def to_tuple(self):
+        return tuple(self.values())
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, slice)):
+            return self.to_tuple()[key]
+        return super().__getitem__(key)
+
+    def __repr__(self):
+        return f"LMOutput({', '.join(f'{k}=' + _describe(v) for k, v in self.items())})"
+
+
+class ModelConfig(dict):
+    """A model's configuration: a dict whose keys also read as attributes
+    (``config.d_model``), as code written for transformers' configs reads
+    them (``transformers.Trainer`` does). It is a copy: changing it does not
+    change the model."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"the model config has no key '{name}'") from None
+
+    def __setattr__(self, name, value):  # a copy: what Trainer sets (use_cache) changes nothing
+        self[name] = value
+
+
+def _describe(v):
+    return f"<tensor {tuple(v.shape)} {v.dtype}>" if isinstance(v, torch.Tensor) else repr(v)
+
+
+def shifted_labels(labels):
+    """labels[:, 1:] padded with -100 at the end: position t is scored against
+    token t+1, as transformers' causal LMs shift ``labels=input_ids``."""
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+        got = f"shape {tuple(labels.shape)}" if isinstance(labels, torch.Tensor) else type(labels).__name__
+        raise ValueError(f"labels: expected a B x L tensor, got {got}")
+    return torch.nn.functional.pad(labels[:, 1:], (0, 1), value=-100)
 
 
 # The C++ calls are opaque to Dynamo: one clean graph break each, and the code
@@ -71,6 +124,40 @@ class CppNode(nn.Module):
         raise NotImplementedError(
             f"'{self._cpp_prefix}' is a part of a C++ model and cannot be called on its own; call the whole model"
         )
+
+    def _refuse_hook(self, what):
+        raise RuntimeError(
+            f"{what} on '{self._cpp_prefix}' is not supported: it is a part of a C++ model, whose forward runs "
+            "in C++ and would never call the hook. Register hooks on the whole model, or build the model from "
+            "the drop-in layers of tmm.nn (SequenceModel.from_config(model.config), ToeplitzMixer, TMMBlock, "
+            "HyenaOperator, Mamba2Mixer; docs/interop.md), plain "
+            "Python modules on which hooks, functional_call and parametrizations work"
+        )
+
+    def register_forward_hook(self, *args, **kwargs):
+        if self._cpp_prefix:
+            self._refuse_hook("register_forward_hook")
+        return super().register_forward_hook(*args, **kwargs)
+
+    def register_forward_pre_hook(self, *args, **kwargs):
+        if self._cpp_prefix:
+            self._refuse_hook("register_forward_pre_hook")
+        return super().register_forward_pre_hook(*args, **kwargs)
+
+    def register_full_backward_hook(self, *args, **kwargs):
+        if self._cpp_prefix:
+            self._refuse_hook("register_full_backward_hook")
+        return super().register_full_backward_hook(*args, **kwargs)
+
+    def register_full_backward_pre_hook(self, *args, **kwargs):
+        if self._cpp_prefix:
+            self._refuse_hook("register_full_backward_pre_hook")
+        return super().register_full_backward_pre_hook(*args, **kwargs)
+
+    def register_backward_hook(self, *args, **kwargs):
+        if self._cpp_prefix:
+            self._refuse_hook("register_backward_hook")
+        return super().register_backward_hook(*args, **kwargs)
 
     def train(self, mode=True):
         if not isinstance(mode, bool):
@@ -165,7 +252,9 @@ class LanguageModel(CppNode):
     :func:`tmm.models.build` or :func:`tmm.models.load`).
 
     ``model(input_ids)``: B x L int64 token ids -> logits B x L x V.
-    ``model(input_ids, labels=..., return_hidden=True)``: an :class:`LMOutput`.
+    ``model(input_ids, labels=..., return_hidden=True)``: an :class:`LMOutput`;
+    with ``shift_labels`` (the attribute or the argument) ``labels=input_ids``
+    trains next-token prediction, as in transformers.
     Parameter names are the C++ module paths ("embed.weight",
     "blocks.0.mixer.weight", ...), identical in checkpoints of both languages.
     """
@@ -207,10 +296,18 @@ class LanguageModel(CppNode):
                     "assigning new Parameters are not supported)"
                 )
 
-    def forward(self, input_ids, labels=None, return_hidden=False):
+    # True: labels are shifted as transformers' causal LMs do (labels=input_ids
+    # trains next-token prediction); False (the default): labels are the
+    # targets of each position as given. forward(shift_labels=...) overrides it.
+    shift_labels = False
+
+    def forward(self, input_ids, labels=None, return_hidden=False, shift_labels=None):
         self._check_tensors()
         if labels is None and not return_hidden:
             return _cpp_forward(self._cpp_root, input_ids)
+        shift = self.shift_labels if shift_labels is None else shift_labels
+        if labels is not None and shift:
+            labels = shifted_labels(labels)
         return LMOutput(*_cpp_forward_with(self._cpp_root, input_ids, labels, bool(return_hidden)))
 
     def hidden_states(self, input_ids):
@@ -252,17 +349,23 @@ class LanguageModel(CppNode):
 
     @property
     def config(self):
-        """The full validated configuration (a fresh dict; "arch" included)."""
-        return json.loads(self._cpp_root.config_json())
+        """The full validated configuration (a fresh dict, "arch" included;
+        keys also read as attributes, as transformers' configs are)."""
+        return ModelConfig(json.loads(self._cpp_root.config_json()))
 
     @property
     def arch(self):
         return self.config["arch"]
 
-    def num_parameters(self, trainable_only=False):
-        if trainable_only:
-            return sum(p.numel() for p in self.parameters() if p.requires_grad)
-        return self._cpp_root.parameter_count()
+    def num_parameters(self, trainable_only=False, exclude_embeddings=False, only_trainable=None):
+        """Every parameter's count; trainable_only (transformers' spelling:
+        only_trainable) counts those that require grad, exclude_embeddings
+        leaves embed.weight out."""
+        trainable_only = trainable_only or bool(only_trainable)
+        if not trainable_only and not exclude_embeddings:
+            return self._cpp_root.parameter_count()
+        return sum(p.numel() for n, p in self.named_parameters()
+                   if (p.requires_grad or not trainable_only) and not (exclude_embeddings and n == "embed.weight"))
 
     def save(self, checkpoint_dir):
         """Writes checkpoint_dir/config.json and checkpoint_dir/model.safetensors
@@ -279,10 +382,10 @@ class LanguageModel(CppNode):
         self._check_tensors()
         frozen = [n for n, p in self.named_parameters() if not p.requires_grad]
         modes = {n: m.training for n, m in self.named_modules()}
-        return _rebuild, (type(self), self.config, self.state_dict(), frozen, modes)
+        return _rebuild, (type(self), self.config, self.state_dict(), frozen, modes, self.shift_labels)
 
 
-def _rebuild(cls, config, state, frozen, modes):
+def _rebuild(cls, config, state, frozen, modes, shift_labels=False):
     model = cls(_C._build_model(json.dumps(config)))
     _check_state_dict(model, state, strict=True)
     own = model.state_dict(keep_vars=True)
@@ -295,4 +398,6 @@ def _rebuild(cls, config, state, frozen, modes):
     for name, m in model.named_modules():
         if name in modes and m.training != modes[name]:
             m.train(modes[name])
+    if shift_labels:
+        model.shift_labels = True
     return model

@@ -1,0 +1,263 @@
+"""tmm.nn.ToeplitzMixer, TMMBlock and SequenceModel against the C++ TMM
+holding the same parameters (every mixer variant; forward, backward and
+decoding), and the PyTorch machinery a plain module must support."""
+import pytest
+import torch
+from torch.nn import functional as F
+
+import tmm
+from tmm.nn import SequenceModel, TMMBlock, ToeplitzMixer
+from tmm.testing import rel_err
+
+# The issue's parity bounds (max|a-e|/max|e|): one rounding of the same computation.
+PARITY = {torch.float32: 1e-6, torch.float64: 1e-12}
+
+VARIANTS = {
+    "flat": {},
+    "heads4": {"heads": 4},
+    "kernel3": {"heads": 2, "kernel": 3},
+    "flat_kernel2": {"kernel": 2},
+    "expanded": {"heads": 2, "mixer": "expanded"},
+    "frozen": {"heads": 2, "mixer": "frozen"},
+    "masked": {"heads": 2, "mixer": "masked"},
+    "rmsnorm_mixer_first_gelu": {"heads": 4, "norm": "rmsnorm", "block_order": "mixer_first", "activation": "gelu"},
+    "tied_relu": {"tie_embeddings": True, "activation": "relu", "ffn_mult": 2},
+}
+
+
+def cpp_and_python(variant, dtype, n_layers=2, d_model=12, max_len=16, vocab=23):
+    torch.manual_seed(0)
+    config = {"arch": "tmm", "vocab_size": vocab, "d_model": d_model, "n_layers": n_layers, "max_len": max_len,
+              **VARIANTS[variant]}
+    cpp = tmm.models.build(config).to(dtype)
+    with torch.no_grad():  # nonzero biases, so that every parameter is exercised
+        for name, p in cpp.named_parameters():
+            if name.endswith("bias") or name.endswith("bias2"):
+                p.normal_(0, 0.1)
+    py = SequenceModel.from_config(cpp, dtype=dtype)
+    py.load_state_dict(cpp.state_dict())
+    return cpp, py
+
+
+def grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_model_parity_forward_backward(variant, dtype):
+    cpp, py = cpp_and_python(variant, dtype)
+    assert list(py.state_dict()) == list(cpp.state_dict())
+    assert [n for n, _ in py.named_parameters()] == [n for n, _ in cpp.named_parameters()]
+    assert py.num_parameters() == cpp.num_parameters()
+    ids = torch.randint(0, 23, (3, 13))
+    out_c, out_p = cpp(ids, return_hidden=True), py(ids, return_hidden=True)
+    assert rel_err(out_p.hidden, out_c.hidden) <= PARITY[dtype]
+    assert rel_err(out_p.logits, out_c.logits) <= PARITY[dtype]
+    r = torch.randn(out_c.logits.shape, dtype=dtype)
+    (out_c.logits * r).sum().backward()
+    (out_p.logits * r).sum().backward()
+    gc, gp = grads(cpp), grads(py)
+    for name in gc:
+        assert rel_err(gp[name], gc[name]) <= PARITY[dtype], name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("variant", ["flat", "heads4", "kernel3", "expanded", "frozen", "masked"])
+def test_mixer_alone_parity(variant, dtype):
+    """The C++ mixer isolated inside a one-block model whose FFN outputs zero:
+    hidden = e + mixer(LayerNorm(e)) for the embeddings e."""
+    cpp, _ = cpp_and_python(variant, dtype, n_layers=1)
+    with torch.no_grad():
+        cpp.blocks[0].ffn_out.weight.zero_()
+        cpp.blocks[0].ffn_out.bias.zero_()
+    mixer = ToeplitzMixer.from_config(cpp.config, dtype=dtype)
+    own = {k[len("blocks.0.mixer."):]: v for k, v in cpp.state_dict().items() if k.startswith("blocks.0.mixer.")}
+    mixer.load_state_dict(own)
+    ids = torch.randint(0, 23, (2, 11))
+    e = cpp.embed.weight[ids].detach()
+    u = F.layer_norm(e, (12,), cpp.blocks[0].mixer_norm.weight.detach(), cpp.blocks[0].mixer_norm.bias.detach())
+    y_cpp = cpp.hidden_states(ids) - e
+    y = mixer(u)
+    assert rel_err(y, y_cpp) <= PARITY[dtype] * 4  # the subtraction of e adds one rounding
+    r = torch.randn(y.shape, dtype=dtype)
+    (y_cpp * r).sum().backward()
+    (y * r).sum().backward()
+    for name, p in mixer.named_parameters():
+        assert rel_err(p.grad, cpp.get_parameter(f"blocks.0.mixer.{name}").grad) <= PARITY[dtype], name
+
+
+@pytest.mark.parametrize("variant", ["flat", "kernel3", "expanded", "masked", "rmsnorm_mixer_first_gelu"])
+def test_step_matches_cpp_decoder_and_forward(variant):
+    cpp, py = cpp_and_python(variant, torch.float64)
+    cpp.eval(), py.eval()
+    ids = torch.randint(0, 23, (2, 14))
+    prompt = 5
+    cap = 14
+    state_c = cpp.start_decoding(2, cap, "cached")
+    states = py.start_decoding(2, cap)
+    got_c = [cpp.decode(state_c, ids[:, :prompt])]
+    got_p = [py.step(ids[:, :prompt], states)]
+    for t in range(prompt, 14):
+        got_c.append(cpp.decode(state_c, ids[:, t:t + 1]))
+        got_p.append(py.step(ids[:, t:t + 1], states))
+    steps_c, steps_p = torch.cat(got_c, 1), torch.cat(got_p, 1)
+    assert rel_err(steps_p, steps_c) <= PARITY[torch.float64]
+    with torch.no_grad():
+        assert rel_err(steps_p, py(ids)) <= PARITY[torch.float64]
+
+
+def test_step_blocks_of_any_length_and_errors():
+    m = ToeplitzMixer(8, 10, heads=2, kernel=2).double()
+    x = torch.randn(2, 10, 8, dtype=torch.float64)
+    state = m.start_decoding(2, 10)
+    parts = [m.step(x[:, :3], state), m.step(x[:, 3:4], state), m.step(x[:, 4:9], state), m.step(x[:, 9:], state)]
+    assert rel_err(torch.cat(parts, 1), m(x).detach()) <= 1e-12
+    with pytest.raises(ValueError, match="capacity"):
+        m.step(x[:, :1], state)
+    with pytest.raises(ValueError, match="capacity 11 exceeds max_len"):
+        m.start_decoding(2, 11)
+    with pytest.raises(ValueError, match="batch"):
+        m.step(x[:1, :1], m.start_decoding(2, 4))
+
+
+def test_names_shapes_and_init_match_cpp():
+    for variant in ("flat", "heads4", "kernel3", "expanded", "frozen", "masked"):
+        cpp, _ = cpp_and_python(variant, torch.float32, n_layers=1)
+        mixer = ToeplitzMixer.from_config(cpp.config)
+        own = {k[len("blocks.0.mixer."):]: v.shape for k, v in cpp.state_dict().items() if ".mixer." in k}
+        assert {k: v.shape for k, v in mixer.state_dict().items()} == own, variant
+        cpp_params = {n for n, _ in cpp.named_parameters() if ".mixer." in n}
+        assert {f"blocks.0.mixer.{n}" for n, _ in mixer.named_parameters()} == cpp_params, variant
+    frozen = ToeplitzMixer(8, 64, frozen=True)
+    assert "weight" in dict(frozen.named_buffers()) and "weight" not in dict(frozen.named_parameters())
+    big = ToeplitzMixer(64, 2048, heads=4, kernel=2)
+    assert abs(big.weight.std().item() / (2.0 / (2 * 2048)) ** 0.5 - 1) < 0.03
+    assert abs(big.in_proj.weight.std().item() / (2.0 / 64) ** 0.5 - 1) < 0.03
+    assert (big.bias == 0).all() and (big.in_proj.bias == 0).all()
+
+
+def test_factory_arguments_and_errors():
+    m = ToeplitzMixer(8, 16, heads=2, expanded=True, dtype=torch.float64, device="cpu")
+    assert all(p.dtype == torch.float64 for p in m.parameters())
+    assert SequenceModel(ToeplitzMixer, 11, 8, 1, 16, dtype=torch.float64).embed.weight.dtype == torch.float64
+    with pytest.raises(ValueError, match="heads must divide d_model = 8, got 3"):
+        ToeplitzMixer(8, 16, heads=3)
+    with pytest.raises(ValueError, match="kernel must be in"):
+        ToeplitzMixer(8, 16, heads=4, kernel=3)
+    with pytest.raises(ValueError, match="exclude each other"):
+        ToeplitzMixer(8, 16, expanded=True, frozen=True)
+    with pytest.raises(ValueError, match="max_len must be an integer >= 1, got 0"):
+        ToeplitzMixer(8, 0)
+    with pytest.raises(ValueError, match="expected x of shape B x L x 8"):
+        m(torch.randn(2, 4, 7, dtype=torch.float64))
+    with pytest.raises(ValueError, match="exceeds max_len"):
+        m(torch.randn(2, 17, 8, dtype=torch.float64))
+    with pytest.raises(ValueError, match="block_order"):
+        TMMBlock(8, 16, block_order="sideways")
+
+
+def test_odd_tiny_empty_and_noncontiguous_inputs():
+    m = ToeplitzMixer(6, 9, heads=3, kernel=2).double()
+    for L in (1, 2, 9):
+        x = torch.randn(1, L, 6, dtype=torch.float64)
+        assert m(x).shape == x.shape
+    x = torch.randn(3, 6, 9, dtype=torch.float64).transpose(1, 2)  # B x L x C, not contiguous
+    assert rel_err(m(x), m(x.contiguous())) == 0
+    assert m(torch.randn(0, 5, 6, dtype=torch.float64)).shape == (0, 5, 6)
+
+
+def test_gradcheck_float64():
+    for kwargs in ({"heads": 2, "kernel": 2}, {"expanded": True}, {"masked": True, "heads": 2}):
+        m = ToeplitzMixer(4, 6, **kwargs).double()
+        with torch.no_grad():
+            m.bias.normal_()
+        x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+        params = tuple(p for p in m.parameters())
+        names = [n for n, _ in m.named_parameters()]
+
+        def f(x, *ps):
+            return torch.func.functional_call(m, dict(zip(names, ps)), (x,))
+
+        assert torch.autograd.gradcheck(f, (x, *params))
+
+
+def test_functional_call_hooks_and_checkpoint():
+    m = ToeplitzMixer(8, 16, heads=2)
+    x = torch.randn(2, 10, 8)
+    doubled = {n: 2 * p.detach() for n, p in m.named_parameters()}
+    y = torch.func.functional_call(m, doubled, (x,))
+    m2 = ToeplitzMixer(8, 16, heads=2)
+    m2.load_state_dict(doubled)
+    assert torch.equal(y, m2(x))
+    seen = []
+    handle = m.register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+    m(x)
+    handle.remove()
+    assert seen == [x.shape]
+    xr = x.clone().requires_grad_()
+    y1 = torch.utils.checkpoint.checkpoint(m, xr, use_reentrant=False)
+    y1.sum().backward()
+    g1 = m.weight.grad.clone()
+    m.zero_grad()
+    m(x).sum().backward()
+    assert torch.allclose(g1, m.weight.grad)
+
+
+def test_torch_compile_fullgraph_model_forward_backward():
+    torch.manual_seed(0)
+    model = SequenceModel(ToeplitzMixer, 17, 8, 2, 12, mixer_kwargs={"heads": 2, "kernel": 2})
+    ids = torch.randint(0, 17, (2, 12))
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    eager = model(ids)
+    y = compiled(ids)
+    assert rel_err(y, eager) <= 1e-6
+    y.square().mean().backward()
+    g = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    eager.square().mean().backward()
+    for n, p in model.named_parameters():
+        assert rel_err(g[n], p.grad) <= 1e-6, n
+
+
+def test_sequence_model_with_a_user_mixer_by_import_path():
+    class Seen:
+        kwargs = None
+
+    model = SequenceModel("torch.nn.Identity", 11, 8, 2, 16, block_order="mixer_first", final_norm=True)
+    assert isinstance(model.blocks[0].mixer, torch.nn.Identity) and model.final_norm is not None
+    assert model(torch.randint(0, 11, (2, 5))).shape == (2, 5, 11)
+
+    def factory(d_model, l_max, layer_idx, width=1):
+        Seen.kwargs = (d_model, l_max, layer_idx, width)
+        return torch.nn.Linear(d_model, d_model)
+
+    SequenceModel(factory, 11, 8, 3, 16, mixer_kwargs={"width": 5})
+    assert Seen.kwargs == (8, 16, 2, 5)
+    with pytest.raises(ImportError, match="has no attribute"):
+        SequenceModel("torch.nn.NoSuchMixer", 11, 8, 1, 16)
+    with pytest.raises(ImportError, match="cannot import module"):
+        SequenceModel("no_such_pkg_xyz.Mixer", 11, 8, 1, 16)
+    with pytest.raises(ValueError, match="must map B x L x d"):
+        SequenceModel(lambda d: torch.nn.Linear(d, d + 1), 11, 8, 1, 16)(torch.randint(0, 11, (1, 3)))
+    with pytest.raises(ValueError, match="token ids in"):
+        model(torch.tensor([[0, 11]]))
+
+
+def test_sequence_model_loss_and_shift_labels():
+    torch.manual_seed(0)
+    model = SequenceModel(ToeplitzMixer, 11, 8, 1, 16)
+    ids = torch.randint(0, 11, (2, 7))
+    out = model(ids, labels=ids, shift_labels=True)
+    want = F.cross_entropy(out.logits[:, :-1].reshape(-1, 11), ids[:, 1:].reshape(-1))
+    assert torch.allclose(out.loss, want)
+    assert torch.allclose(model(ids, labels=ids).loss, F.cross_entropy(out.logits.reshape(-1, 11), ids.reshape(-1)))
+
+
+def test_from_config_refuses_keys_it_cannot_reproduce():
+    config = {"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16, "mixer_dropout": 0.1}
+    with pytest.raises(ValueError, match="'mixer_dropout' have no Python counterpart"):
+        SequenceModel.from_config(config)
+    with pytest.raises(ValueError, match="must be \"tmm\" or \"hyena\""):
+        SequenceModel.from_config({**config, "arch": "mamba2"})
+    assert SequenceModel.from_config("tmm-tiny").num_parameters() == tmm.models.build("tmm-tiny").num_parameters()

@@ -1,0 +1,197 @@
+"""The order-2 Hyena operator as a plain nn.Module, with safari's
+constructor arguments where they exist and the C++ HyenaOperator's
+mathematics, parameter names and init (csrc/models/hyena.cpp): the long
+convolution by the implicit filter is torch.ops.tmm.causal_toeplitz with
+groups = channels."""
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .layers import make_linear, positive, reset_linear
+from .toeplitz_mixer import online_mix
+
+
+def _feature_dtype(like):
+    # Positions in float32 (float64 for a float64 filter): bf16 cannot count to 512.
+    return torch.float64 if like.dtype == torch.float64 else torch.float32
+
+
+def _normalized_time(L, max_len, like):
+    p = torch.arange(L, device=like.device, dtype=_feature_dtype(like))
+    return p / (max_len - 1) if max_len > 1 else p * 0.0
+
+
+class HyenaFilter(nn.Module):
+    """The implicit long filter: positional features -> (Linear, sin) x 3 ->
+    Linear -> exponential decay; ``D`` the skip term (safari's HyenaFilter)."""
+
+    def __init__(self, d_model, l_max, emb_dim=3, filter_order=64, w=1.0, modulate=True, device=None, dtype=None):
+        super().__init__()
+        positive("HyenaFilter", d_model=d_model, l_max=l_max, filter_order=filter_order)
+        if isinstance(emb_dim, bool) or not isinstance(emb_dim, int) or emb_dim < 3 or emb_dim % 2 == 0:
+            raise ValueError(
+                f"HyenaFilter: emb_dim must be odd and >= 3 (time, then cosine and sine bands), got {emb_dim!r}")
+        if not math.isfinite(w) or w == 0:
+            raise ValueError(f"HyenaFilter: w (the sine frequency) must be finite and nonzero, got {w!r}")
+        self.d_model, self.l_max, self.emb_dim, self.modulate = d_model, l_max, emb_dim, bool(modulate)
+        self.sin_freq = float(w)
+        kw = {"device": device, "dtype": dtype}
+        order = filter_order
+        # torch's default Linear init, as safari's filter MLP keeps it.
+        self.mlp = nn.ModuleList([nn.Linear(emb_dim, order, **kw), nn.Linear(order, order, **kw),
+                                  nn.Linear(order, order, **kw), nn.Linear(order, d_model, bias=False, **kw)])
+        self.freq = nn.Parameter(torch.empty(order, **kw))
+        self.D = nn.Parameter(torch.empty(d_model, **kw))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        for layer in self.mlp:
+            layer.reset_parameters()
+        with torch.no_grad():
+            self.freq.fill_(self.sin_freq)
+            self.D.normal_()
+
+    def positional_features(self, L):
+        bands = (self.emb_dim - 1) // 2
+        t = _normalized_time(L, self.l_max, self.freq).unsqueeze(1)
+        w = torch.arange(L, device=self.freq.device, dtype=t.dtype).unsqueeze(1) * (2.0 * math.pi / self.l_max)
+        f = torch.linspace(1e-4, bands - 1, bands, device=t.device, dtype=t.dtype).unsqueeze(0)
+        fw = w * f
+        return torch.cat([t, torch.cos(fw), -torch.sin(fw)], 1)  # L x emb_dim
+
+    def decay(self, L):
+        if not self.modulate:
+            return torch.ones(L, self.d_model, device=self.freq.device, dtype=_feature_dtype(self.freq))
+        # Channel c decays to 1e-2 at t between 1.5 (slowest, c = 0) and 0.3 (fastest, c = d-1).
+        max_decay, min_decay = math.log(1e-2) / 0.3, math.log(1e-2) / 1.5
+        t = _normalized_time(L, self.l_max, self.freq).unsqueeze(1)
+        deltas = torch.linspace(min_decay, max_decay, self.d_model, device=t.device, dtype=t.dtype).abs()
+        return torch.exp(-t * deltas.unsqueeze(0))  # L x d
+
+    def implicit_filter(self, L):
+        """d x L: the filter h of each channel."""
+        h = self.positional_features(L).to(self.freq.dtype)
+        for layer in self.mlp[:-1]:
+            h = torch.sin(self.freq * layer(h))
+        h = self.mlp[-1](h) * self.decay(L).to(self.freq.dtype)
+        return h.t()
+
+    def toeplitz_weight(self, L):
+        """d x 1 x L: h with D added at lag 0, the op's weight."""
+        h = self.implicit_filter(L)
+        return torch.cat([h[:, :1] + self.D.unsqueeze(1), h[:, 1:]], 1).unsqueeze(1)
+
+    def forward(self, v):  # y[b,t,c] = sum_{s<=t} h[c,t-s] v[b,s,c] + D[c] v[b,t,c]
+        return torch.ops.tmm.causal_toeplitz(v, self.toeplitz_weight(v.shape[1]), None)
+
+
+class ShortConv(nn.Module):
+    """A causal depthwise Conv1d over B x L x C (``weight`` C x 1 x width)."""
+
+    def __init__(self, channels, width, device=None, dtype=None):
+        super().__init__()
+        positive("ShortConv", channels=channels, width=width)
+        self.weight = nn.Parameter(torch.empty(channels, 1, width, device=device, dtype=dtype))
+        self.bias = nn.Parameter(torch.empty(channels, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):  # torch's Conv1d default: U(-1/sqrt(width), 1/sqrt(width))
+        bound = 1.0 / math.sqrt(self.weight.shape[2])
+        with torch.no_grad():
+            self.weight.uniform_(-bound, bound)
+            self.bias.uniform_(-bound, bound)
+
+    def forward(self, u):
+        w = self.weight.shape[2]
+        padded = F.pad(u.transpose(1, 2), (w - 1, 0))
+        return F.conv1d(padded, self.weight, self.bias, groups=self.weight.shape[0]).transpose(1, 2)
+
+
+class HyenaOperator(nn.Module):
+    """Order-2 Hyena: in_proj d -> 3d, the short causal conv, split into x0,
+    x1, v; v = h * (v x1) + D (v x1); out_proj(v x0). B x L x d -> same.
+
+    Arguments are safari's (``HyenaOperator(d_model, l_max, order=2,
+    filter_order=64, ...)``) where the C++ operator has them: ``emb_dim``,
+    ``w`` (the sine frequency, the zoo's filter_sin_freq), ``modulate``, and
+    ``short_filter`` (safari's short_filter_order). Only order 2, one head,
+    inner_factor 1 exist here. Decoding: :meth:`start_decoding`, :meth:`step`.
+    """
+
+    def __init__(self, d_model, l_max, order=2, filter_order=64, emb_dim=3, short_filter=3, w=1.0, modulate=True,
+                 device=None, dtype=None):
+        super().__init__()
+        positive("HyenaOperator", d_model=d_model, l_max=l_max, short_filter=short_filter)
+        if order != 2:
+            raise ValueError(f"HyenaOperator: only order=2 is built (as the zoo's Hyena), got order={order!r}")
+        self.d_model, self.l_max = d_model, l_max
+        kw = {"device": device, "dtype": dtype}
+        self.in_proj = make_linear(d_model, 3 * d_model, True, **kw)
+        self.short_filter = ShortConv(3 * d_model, short_filter, **kw)
+        self.filter = HyenaFilter(d_model, l_max, emb_dim=emb_dim, filter_order=filter_order, w=w,
+                                  modulate=modulate, **kw)
+        self.out_proj = make_linear(d_model, d_model, True, **kw)
+
+    @classmethod
+    def from_config(cls, config, device=None, dtype=None):
+        """The operator of a zoo Hyena config dict."""
+        return cls(config["d_model"], config["max_len"], filter_order=config.get("filter_order", 64),
+                   emb_dim=config.get("emb_dim", 3), short_filter=config.get("short_filter", 3),
+                   w=config.get("filter_sin_freq", 1.0), modulate=config.get("modulate", True),
+                   device=device, dtype=dtype)
+
+    def reset_parameters(self):
+        reset_linear(self.in_proj)
+        self.short_filter.reset_parameters()
+        self.filter.reset_parameters()
+        reset_linear(self.out_proj)
+
+    def forward(self, x):
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
+            got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"HyenaOperator: expected x of shape B x L x {self.d_model}, got {got}")
+        if x.shape[1] > self.l_max:
+            raise ValueError(f"HyenaOperator: sequence length {x.shape[1]} exceeds l_max = {self.l_max}")
+        if x.shape[1] == 0:
+            return torch.zeros_like(x)
+        x0, x1, v = self.short_filter(self.in_proj(x)).chunk(3, -1)
+        return self.out_proj(self.filter(v * x1) * x0)
+
+    def start_decoding(self, batch, capacity):
+        """A decoding state for :meth:`step` (capacity <= l_max)."""
+        positive("HyenaOperator.start_decoding", batch=batch, capacity=capacity)
+        if capacity > self.l_max:
+            raise ValueError(f"HyenaOperator.start_decoding: capacity {capacity} exceeds l_max = {self.l_max}")
+        w = self.short_filter.weight
+        with torch.no_grad():  # the implicit filter does not depend on the length: made once
+            weight = self.filter.toeplitz_weight(capacity)
+        return HyenaState(batch, capacity, w.new_zeros(batch, w.shape[2] - 1, w.shape[0]), weight,
+                          w.new_zeros(batch, capacity, self.d_model))
+
+    @torch.no_grad()
+    def step(self, x, state):
+        """x: B x T x d at the state's next positions -> B x T x d, as
+        forward() on everything fed so far gives them (inference)."""
+        T, t = x.shape[1], state.position
+        if t + T > state.capacity:
+            raise ValueError(f"HyenaOperator.step: {t} + {T} positions exceed the state's capacity {state.capacity}")
+        u = self.in_proj(x)
+        window = torch.cat([state.short_inputs, u], 1)
+        state.short_inputs = window[:, window.shape[1] - (self.short_filter.weight.shape[2] - 1):]
+        c = self.short_filter.weight.shape[0]
+        u = F.conv1d(window.transpose(1, 2), self.short_filter.weight, self.short_filter.bias, groups=c).transpose(1, 2)
+        x0, x1, v = u.chunk(3, -1)
+        y = online_mix(state.inputs, t, v * x1, state.weight, None)
+        state.position = t + T
+        return self.out_proj(y * x0)
+
+
+class HyenaState:
+    """What :meth:`HyenaOperator.step` keeps: the short conv's last inputs,
+    the long filter for the capacity, every gated input so far."""
+
+    def __init__(self, batch, capacity, short_inputs, weight, inputs):
+        self.batch, self.capacity, self.position = batch, capacity, 0
+        self.short_inputs, self.weight, self.inputs = short_inputs, weight, inputs

@@ -1,0 +1,255 @@
+"""A language model around any token mixer, in the manner of Zoology: an
+embedding, n_layers TMMBlocks (a mixer and an FFN, each pre-norm residual),
+an optional final norm and a linear head. With a ToeplitzMixer it is the
+zoo's TMM in plain Python, with the same tensor names (``from_config``)."""
+import importlib
+import inspect
+import json
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..models._mirror import LMOutput, ModelConfig, shifted_labels
+from .layers import NORMS, choice, make_linear, make_norm, positive
+from .hyena import HyenaOperator
+from .tmm_block import TMMBlock
+from .toeplitz_mixer import ToeplitzMixer
+
+
+def resolve_mixer_factory(factory):
+    """A callable, or the import path of one ("pkg.module.Name" or
+    "pkg.module:Name"); a clear error when the path does not resolve."""
+    if callable(factory):
+        return factory
+    if not isinstance(factory, str) or not factory:
+        raise TypeError(f"mixer_factory: expected a callable or an import path, got {type(factory).__name__}")
+    module_name, sep, attr = factory.partition(":") if ":" in factory else factory.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"mixer_factory: expected an import path like 'my_pkg.MyMixer', got {factory!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ImportError(f"mixer_factory {factory!r}: cannot import module '{module_name}': {e}") from e
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ImportError(f"mixer_factory {factory!r}: module '{module_name}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"mixer_factory {factory!r}: '{attr}' is a {type(obj).__name__}, not callable")
+    return obj
+
+
+def _named_parameters(factory):
+    """The keyword names factory's signature spells out (empty if unknown)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def build_mixer(factory, d_model, max_len, layer_idx, mixer_kwargs, device=None, dtype=None):
+    """factory(d_model, **mixer_kwargs), adding what its signature names:
+    the sequence length (as max_len, l_max or seq_len: the first it names),
+    layer_idx, device and dtype (when given)."""
+    kwargs = dict(mixer_kwargs)
+    names = _named_parameters(factory)
+    length = next((n for n in ("max_len", "l_max", "seq_len") if n in names), None)
+    offered = {"layer_idx": layer_idx, "device": device, "dtype": dtype}
+    if length:
+        offered[length] = max_len
+    for name, value in offered.items():
+        if name in names and name not in kwargs and (value is not None or name == "layer_idx"):
+            kwargs[name] = value
+    mixer = factory(d_model, **kwargs)
+    if not isinstance(mixer, nn.Module):
+        raise TypeError(f"mixer_factory {getattr(factory, '__name__', factory)!r} returned a "
+                        f"{type(mixer).__name__}, not an nn.Module")
+    return mixer
+
+
+# The zoo config keys from_config reproduces (docs/models.md).
+_COMMON_KEYS = {"arch", "vocab_size", "d_model", "n_layers", "max_len", "dropout", "tie_embeddings"}
+_ZOO_KEYS = {"tmm": {"heads", "kernel", "mixer", "ffn_mult", "activation", "block_order", "norm"},
+             "hyena": {"ffn_mult", "short_filter", "filter_order", "emb_dim", "filter_sin_freq", "modulate"}}
+
+# The keys of a "mixer" config (SequenceModel.from_mixer_config), sizes first.
+MIXER_CONFIG_KEYS = ("mixer", "vocab_size", "d_model", "n_layers", "max_len", "mixer_kwargs", "ffn_mult", "activation",
+                     "block_order", "norm", "final_norm", "dropout", "tie_embeddings")
+MIXER_CONFIG_DEFAULTS = {"mixer_kwargs": {}, "ffn_mult": 4, "activation": "silu", "block_order": "ffn_first",
+                         "norm": "layernorm", "final_norm": False, "dropout": 0.0, "tie_embeddings": False}
+
+
+class SequenceModel(nn.Module):
+    """embed -> n_layers x TMMBlock(mixer_factory(d_model, ...)) -> [final
+    norm] -> head: B x L int64 token ids -> logits B x L x V.
+
+    ``mixer_factory``: a callable or import path building one mixer module
+    (B x L x d -> B x L x d) per layer: called as ``factory(d_model,
+    **mixer_kwargs)`` plus ``max_len`` / ``l_max`` / ``seq_len``,
+    ``layer_idx``, ``device``, ``dtype`` where its signature names them.
+    The block options are TMMBlock's; the defaults are the zoo TMM's (FFN
+    first, LayerNorm, no final norm, untied head); Zoology's layout is
+    ``block_order="mixer_first", final_norm=True``. Names: embed.weight,
+    blocks.<i>.{ffn_norm, ffn_in, ffn_out, mixer_norm, mixer}.*,
+    final_norm.* (with final_norm), head.weight (absent when tied).
+
+    ``model(ids, labels=..., return_hidden=...)`` returns an LMOutput as the
+    zoo's models do; ``shift_labels`` (attribute or argument) scores
+    position t against labels[t+1], so ``labels=input_ids`` trains next-token
+    prediction as in transformers.
+    """
+
+    def __init__(self, mixer_factory, vocab_size, d_model, n_layers, max_len, *, mixer_kwargs=None, ffn_mult=4,
+                 activation="silu", block_order="ffn_first", norm="layernorm", final_norm=False, dropout=0.0,
+                 tie_embeddings=False, shift_labels=False, device=None, dtype=None):
+        super().__init__()
+        positive("SequenceModel", vocab_size=vocab_size, d_model=d_model, max_len=max_len)
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 0:
+            raise ValueError(f"SequenceModel: n_layers must be an integer >= 0, got {n_layers!r}")
+        choice("SequenceModel", "norm", norm, NORMS)
+        factory = resolve_mixer_factory(mixer_factory)
+        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+        self.tie_embeddings, self.shift_labels = bool(tie_embeddings), bool(shift_labels)
+        kw = {"device": device, "dtype": dtype}
+        self.embed = nn.Embedding(vocab_size, d_model, **kw)
+        self.blocks = nn.ModuleList(
+            TMMBlock(d_model, mixer=build_mixer(factory, d_model, max_len, i, mixer_kwargs or {}, **kw),
+                     ffn_mult=ffn_mult, activation=activation, block_order=block_order, norm=norm,
+                     dropout=dropout, **kw)
+            for i in range(n_layers)
+        )
+        self.final_norm = make_norm(norm, d_model, **kw) if final_norm else None
+        self.head = None if tie_embeddings else make_linear(d_model, vocab_size, False, **kw)
+
+    @classmethod
+    def from_config(cls, config, device=None, dtype=None):
+        """The zoo's TMM or Hyena model in plain Python: a config dict, a zoo
+        config name, a JSON path, or a built tmm.models model (its .config).
+        Its state_dict has the C++ model's names and shapes."""
+        if hasattr(config, "config") and not isinstance(config, dict):
+            config = config.config
+        if isinstance(config, str):
+            import tmm.models
+
+            path = config if config.endswith(".json") else tmm.models.config_path(config)
+            with open(path) as f:
+                config = json.load(f)
+        if not isinstance(config, dict):
+            raise TypeError(
+                f"SequenceModel.from_config: expected a config dict, name or path, got {type(config).__name__}")
+        arch = config.get("arch")
+        if arch in _ZOO_KEYS:  # a key this port does not know would be silently ignored: refuse it
+            unknown = sorted(set(config) - _COMMON_KEYS - _ZOO_KEYS[arch])
+            if unknown:
+                raise ValueError(f"SequenceModel.from_config: the {arch} key(s) {', '.join(map(repr, unknown))} "
+                                 "have no Python counterpart here (tmm.nn builds the C++ model of docs/models.md)")
+        common = {"ffn_mult": config.get("ffn_mult", 4), "dropout": config.get("dropout", 0.0),
+                  "tie_embeddings": config.get("tie_embeddings", False), "device": device, "dtype": dtype}
+        sizes = (config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"])
+        if arch == "tmm":
+            mixer = config.get("mixer", "toeplitz")
+            mixer_kwargs = {"heads": config.get("heads", 0), "kernel": config.get("kernel", 1),
+                            "expanded": mixer == "expanded", "frozen": mixer == "frozen", "masked": mixer == "masked"}
+            return cls(ToeplitzMixer, *sizes, mixer_kwargs=mixer_kwargs, activation=config.get("activation", "silu"),
+                       block_order=config.get("block_order", "ffn_first"), norm=config.get("norm", "layernorm"),
+                       final_norm=False, **common)
+        if arch == "hyena":  # mixer first, GELU, LayerNorm, a final LayerNorm (csrc/models/hyena.cpp)
+            mixer_kwargs = {"filter_order": config.get("filter_order", 64), "emb_dim": config.get("emb_dim", 3),
+                            "short_filter": config.get("short_filter", 3), "w": config.get("filter_sin_freq", 1.0),
+                            "modulate": config.get("modulate", True)}
+            return cls(HyenaOperator, *sizes, mixer_kwargs=mixer_kwargs, activation="gelu", block_order="mixer_first",
+                       norm="layernorm", final_norm=True, **common)
+        raise ValueError(f"SequenceModel.from_config: \"arch\" must be \"tmm\" or \"hyena\", got {arch!r}")
+
+    @classmethod
+    def from_mixer_config(cls, config, device=None, dtype=None):
+        """A SequenceModel from a config dict with "arch": "mixer": "mixer"
+        (an import path), optional "mixer_kwargs" (a dict), the sizes
+        vocab_size, d_model, n_layers, max_len, and optionally the block
+        options (ffn_mult, activation, block_order, norm, final_norm,
+        dropout, tie_embeddings). How scripts/compare.py --mixer builds a
+        user's mixer into the zoo's skeleton; ``model.config`` gives it back."""
+        if not isinstance(config, dict) or config.get("arch") != "mixer":
+            raise ValueError("SequenceModel.from_mixer_config: expected a dict with \"arch\": \"mixer\"")
+        unknown = sorted(set(config) - set(MIXER_CONFIG_KEYS) - {"arch"})
+        if unknown:
+            raise ValueError(f"mixer config: unknown key(s) {', '.join(map(repr, unknown))} "
+                             f"(known: {', '.join(MIXER_CONFIG_KEYS)})")
+        missing = [k for k in ("mixer", "vocab_size", "d_model", "n_layers", "max_len") if k not in config]
+        if missing:
+            raise ValueError(f"mixer config: missing key(s) {', '.join(map(repr, missing))}")
+        if not isinstance(config.get("mixer_kwargs", {}), dict):
+            raise ValueError(f"mixer config: \"mixer_kwargs\" must be an object, got {config['mixer_kwargs']!r}")
+        options = {k: config[k] for k in MIXER_CONFIG_KEYS[5:] if k in config}
+        model = cls(config["mixer"], config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"],
+                    device=device, dtype=dtype, **options)
+        filled = {k: config.get(k, MIXER_CONFIG_DEFAULTS.get(k)) for k in MIXER_CONFIG_KEYS}
+        model.config = ModelConfig(arch="mixer", **filled)
+        return model
+
+    def _check_ids(self, input_ids):
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.int64:
+            got = (f"a {input_ids.dim()}-D {input_ids.dtype} tensor" if isinstance(input_ids, torch.Tensor)
+                   else type(input_ids).__name__)
+            raise ValueError(f"input_ids: expected a B x L int64 tensor, got {got}")
+        if input_ids.shape[1] > self.max_len:
+            raise ValueError(
+                f"input_ids: sequence length {input_ids.shape[1]} exceeds the model's maximum {self.max_len}")
+        if not torch.compiler.is_compiling() and input_ids.numel():
+            lo, hi = int(input_ids.min()), int(input_ids.max())
+            if lo < 0 or hi >= self.vocab_size:
+                raise ValueError(f"input_ids: expected token ids in [0, {self.vocab_size}), got values in [{lo}, {hi}]")
+
+    def hidden_states(self, input_ids):
+        """B x L int64 -> B x L x d: the states the head reads."""
+        self._check_ids(input_ids)
+        h = self.embed(input_ids)
+        for block in self.blocks:
+            h = block(h)
+        return self.final_norm(h) if self.final_norm is not None else h
+
+    def _head(self, hidden):
+        return F.linear(hidden, self.embed.weight) if self.head is None else self.head(hidden)
+
+    def forward(self, input_ids, labels=None, return_hidden=False, shift_labels=None):
+        hidden = self.hidden_states(input_ids)
+        logits = self._head(hidden)
+        if labels is None and not return_hidden:
+            return logits
+        loss = None
+        if labels is not None:
+            if (self.shift_labels if shift_labels is None else shift_labels):
+                labels = shifted_labels(labels)
+            if not isinstance(labels, torch.Tensor) or labels.shape != input_ids.shape or labels.dtype != torch.int64:
+                got = (f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, torch.Tensor)
+                       else type(labels).__name__)
+                raise ValueError(
+                    f"labels: expected int64 of the shape of input_ids {tuple(input_ids.shape)}, got {got}")
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
+        return LMOutput(logits, hidden if return_hidden else None, loss)
+
+    def start_decoding(self, batch, capacity):
+        """One decoding state per block (each mixer must offer step())."""
+        if capacity > self.max_len:
+            raise ValueError(f"SequenceModel.start_decoding: capacity {capacity} exceeds max_len = {self.max_len}")
+        return [block.start_decoding(batch, capacity) for block in self.blocks]
+
+    @torch.no_grad()
+    def step(self, input_ids, states):
+        """B x T token ids at the states' next positions -> their logits
+        B x T x V, as forward() on everything fed so far gives them."""
+        h = self.embed(input_ids)
+        for block, state in zip(self.blocks, states):
+            h = block.step(h, state)
+        if self.final_norm is not None:
+            h = self.final_norm(h)
+        return self._head(h)
+
+    def num_parameters(self, trainable_only=False, exclude_embeddings=False, only_trainable=None):
+        """As the zoo models' num_parameters (transformers' arguments accepted)."""
+        trainable_only = trainable_only or bool(only_trainable)
+        return sum(p.numel() for n, p in self.named_parameters()
+                   if (p.requires_grad or not trainable_only) and not (exclude_embeddings and n == "embed.weight"))
