@@ -300,7 +300,9 @@ TEST_CASE("typed constructors: a config set in code is validated as its JSON wou
   CHECK_THROWS_WITH(TMMModel(tmm), Contains("key \"heads\""));
 
   TransformerConfig transformer = TransformerConfig::from_json_text(configs()[1].dump());
-  transformer.n_heads = 3;
+  transformer.n_heads = 3;  // 8 channels do not split into 3 heads
+  transformer.n_kv_heads = 3;
+  transformer.head_dim = 0;  // derived, d_model / n_heads
   CHECK_THROWS_WITH(TransformerModel(transformer), Contains("key \"n_heads\""));
   HyenaConfig hyena = HyenaConfig::from_json_text(configs()[2].dump());
   hyena.vocab_size = 0;
