@@ -1,9 +1,11 @@
 #include "tmm/models/hyena.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <torch/nn/init.h>
 
 #include "models/config_reader.h"
 #include "models/layers.h"
@@ -12,6 +14,22 @@
 #include "tmm/ops.h"
 
 namespace tmm::models {
+
+namespace {
+
+constexpr OptionName<HyenaInit> kInitNames[] = {
+    {"torch", HyenaInit::Torch}, {"safari", HyenaInit::Safari}, {"kaiming", HyenaInit::Kaiming}};
+
+// The projections, MLP and head: Kaiming-normal (make_linear) for "kaiming",
+// torch's default otherwise ("safari" re-initialises the whole model after).
+torch::nn::Linear hyena_linear(const HyenaConfig& c, int64_t in, int64_t out, bool bias) {
+  if (c.init == HyenaInit::Kaiming) return make_linear(in, out, bias);
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+}  // namespace
+
+std::string to_string(HyenaInit init) { return option_name(kInitNames, init); }
 
 HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
   const nlohmann::json j = parse_config_text(text, "Hyena config");
@@ -24,6 +42,8 @@ HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
   c.emb_dim = r.optional<int64_t>("emb_dim", c.emb_dim);
   c.filter_sin_freq = r.optional<double>("filter_sin_freq", c.filter_sin_freq);
   c.modulate = r.optional<bool>("modulate", c.modulate);
+  c.final_norm = r.optional<bool>("final_norm", c.final_norm);
+  c.init = r.choice("init", c.init, kInitNames);
   r.finish();
 
   r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
@@ -45,7 +65,9 @@ std::string HyenaConfig::to_json_text() const {
             {"filter_order", filter_order},
             {"emb_dim", emb_dim},
             {"filter_sin_freq", filter_sin_freq},
-            {"modulate", modulate}});
+            {"modulate", modulate},
+            {"final_norm", final_norm},
+            {"init", to_string(init)}});
   return j.dump(2);
 }
 
@@ -152,10 +174,10 @@ at::Tensor ShortConvImpl::decode(const at::Tensor& u, at::Tensor& last) {
 // --- operator, block, model -----------------------------------------------
 
 HyenaOperatorImpl::HyenaOperatorImpl(const HyenaConfig& c) {
-  in_proj = register_module("in_proj", make_linear(c.d_model, 3 * c.d_model, true));
+  in_proj = register_module("in_proj", hyena_linear(c, c.d_model, 3 * c.d_model, true));
   short_filter = register_module("short_filter", ShortConv(3 * c.d_model, c.short_filter));
   filter = register_module("filter", HyenaFilter(c));
-  out_proj = register_module("out_proj", make_linear(c.d_model, c.d_model, true));
+  out_proj = register_module("out_proj", hyena_linear(c, c.d_model, c.d_model, true));
 }
 
 at::Tensor HyenaOperatorImpl::forward(const at::Tensor& x) {
@@ -194,8 +216,8 @@ HyenaBlockImpl::HyenaBlockImpl(const HyenaConfig& c) {
   mixer_norm = register_module("mixer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   mixer = register_module("mixer", HyenaOperator(c));
   ffn_norm = register_module("ffn_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
-  ffn_in = register_module("ffn_in", make_linear(c.d_model, c.ffn_mult * c.d_model, true));
-  ffn_out = register_module("ffn_out", make_linear(c.ffn_mult * c.d_model, c.d_model, true));
+  ffn_in = register_module("ffn_in", hyena_linear(c, c.d_model, c.ffn_mult * c.d_model, true));
+  ffn_out = register_module("ffn_out", hyena_linear(c, c.ffn_mult * c.d_model, c.d_model, true));
   drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
 }
 
@@ -220,9 +242,39 @@ HyenaModel::HyenaModel(const HyenaConfig& config)
 HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
     : LanguageModel(HyenaConfig::kArch, config), config_(config) {
   for (int64_t i = 0; i < config.n_layers; ++i) add_block(HyenaBlock(config).ptr());
-  set_final_norm("final_norm",
-                 torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}))));
-  add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
+  if (config.final_norm)
+    set_final_norm("final_norm",
+                   torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}))));
+  // "safari": safari's _init_weights (long_conv_lm.py), applied to every
+  // module: Linear and Embedding N(0, 0.02^2), biases zero; then the residual
+  // branches' out_proj.weight and fc2.weight (ffn_out here) N(0, (0.02 /
+  // sqrt(2 n_layers))^2). The head is drawn last, so tying changes no other
+  // initial value.
+  const bool safari = config.init == HyenaInit::Safari;
+  constexpr double kStd = 0.02;
+  if (safari) {
+    torch::NoGradGuard no_grad;
+    torch::nn::init::normal_(embedding()->weight, 0.0, kStd);
+    for (const auto& m : modules(/*include_self=*/false)) {
+      if (auto* linear = m->as<torch::nn::LinearImpl>()) {
+        torch::nn::init::normal_(linear->weight, 0.0, kStd);
+        if (linear->bias.defined()) linear->bias.zero_();
+      }
+    }
+    const double residual_std = kStd / std::sqrt(2.0 * double(std::max<int64_t>(config.n_layers, 1)));
+    for (int64_t i = 0; i < config.n_layers; ++i) {
+      torch::nn::init::normal_(block(i)->mixer->out_proj->weight, 0.0, residual_std);
+      torch::nn::init::normal_(block(i)->ffn_out->weight, 0.0, residual_std);
+    }
+  }
+  add_head([&] {
+    torch::nn::Linear head = hyena_linear(config, config.d_model, config.vocab_size, false);
+    if (safari) {
+      torch::NoGradGuard no_grad;
+      torch::nn::init::normal_(head->weight, 0.0, kStd);
+    }
+    return head;
+  });
 }
 
 HyenaBlock HyenaModel::block(int64_t i) const { return std::dynamic_pointer_cast<HyenaBlockImpl>(blocks().at(i)); }

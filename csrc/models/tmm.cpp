@@ -1,9 +1,11 @@
 #include "tmm/models/tmm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <torch/nn/init.h>
 
 #include "models/config_reader.h"
 #include "models/layers.h"
@@ -22,11 +24,13 @@ constexpr OptionName<TMMMixerKind> kMixerNames[] = {{"toeplitz", TMMMixerKind::T
                                                     {"masked", TMMMixerKind::Masked}};
 constexpr OptionName<TMMBlockOrder> kBlockOrderNames[] = {{"ffn_first", TMMBlockOrder::FfnFirst},
                                                           {"mixer_first", TMMBlockOrder::MixerFirst}};
+constexpr OptionName<TMMInit> kInitNames[] = {{"kaiming", TMMInit::Kaiming}, {"scaled", TMMInit::Scaled}};
 
 }  // namespace
 
 std::string to_string(TMMMixerKind kind) { return option_name(kMixerNames, kind); }
 std::string to_string(TMMBlockOrder order) { return option_name(kBlockOrderNames, order); }
+std::string to_string(TMMInit init) { return option_name(kInitNames, init); }
 
 TMMConfig TMMConfig::from_json_text(const std::string& text) {
   const nlohmann::json j = parse_config_text(text, "TMM config");
@@ -40,6 +44,9 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   c.activation = r.choice("activation", c.activation, kActivationNames);
   c.block_order = r.choice("block_order", c.block_order, kBlockOrderNames);
   c.norm = r.choice("norm", c.norm, kNormNames);
+  c.mixer_dropout = r.optional<double>("mixer_dropout", c.mixer_dropout);
+  c.final_norm = r.optional<bool>("final_norm", c.final_norm);
+  c.init = r.choice("init", c.init, kInitNames);
   r.finish();
 
   r.check(c.heads >= 0, "heads", "must be >= 0 (0 = flat), got " + std::to_string(c.heads));
@@ -52,6 +59,13 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
   r.product("ffn_mult", c.ffn_mult, c.d_model);
   r.product("max_len", c.kernel, c.max_len);
+  const bool expanded = c.mixer == TMMMixerKind::Expanded;
+  if (c.mixer_dropout == -1.0) c.mixer_dropout = expanded ? 0.1 : 0.0;  // unset
+  r.check(c.mixer_dropout >= 0.0 && c.mixer_dropout < 1.0, "mixer_dropout",
+          "must be in [0, 1), got " + std::to_string(c.mixer_dropout));
+  r.check(expanded || c.mixer_dropout == 0.0, "mixer_dropout",
+          "applies to mixer \"expanded\" only, got " + std::to_string(c.mixer_dropout) + " with mixer \"" +
+              to_string(c.mixer) + "\"");
   return c;
 }
 
@@ -63,35 +77,61 @@ std::string TMMConfig::to_json_text() const {
             {"ffn_mult", ffn_mult},
             {"activation", to_string(activation)},
             {"block_order", to_string(block_order)},
-            {"norm", to_string(norm)}});
+            {"norm", to_string(norm)},
+            {"mixer_dropout", mixer_dropout},
+            {"final_norm", final_norm},
+            {"init", to_string(init)}});
   return j.dump(2);
 }
 
-// Toeplitz vectors are initialised Kaiming-normal with fan-in K*N, so that
-// w ~ N(0, 2/n) for the flat mixer (the authors' init); biases zero.
-static at::Tensor toeplitz_init(at::IntArrayRef shape, int64_t fan_in) {
-  return at::randn(shape) * std::sqrt(2.0 / double(fan_in));
+namespace {
+
+// Toeplitz vectors, G x K x N: Kaiming-normal with fan-in N per tap, w ~
+// N(0, 2/N) (the authors' kernel weight is K x N: torch's fan-in is its N).
+at::Tensor toeplitz_init(int64_t G, int64_t K, int64_t N) { return at::randn({G, K, N}) * std::sqrt(2.0 / double(N)); }
+
+// The masked mixer's G x N x N matrix and G x N bias: the authors'
+// Conv1d(N, N, 1) default init, U(-1/sqrt(N), 1/sqrt(N)) for both (fan-in N).
+at::Tensor masked_init(at::IntArrayRef shape, int64_t N) {
+  const double bound = 1.0 / std::sqrt(double(N));
+  return at::empty(shape).uniform_(-bound, bound);
 }
 
+}  // namespace
+
 ToeplitzMixerImpl::ToeplitzMixerImpl(const TMMConfig& c) : c_(c), groups_(c.heads == 0 ? 1 : c.heads) {
-  const int64_t N = c.max_len, G = groups_;
+  const int64_t N = c.max_len, G = groups_, K = c.kernel;
   if (c.heads > 0) {
     in_proj_ = register_module("in_proj", make_linear(c.d_model, c.d_model, true));
   }
   if (c.mixer == TMMMixerKind::Masked) {  // the masked mixer: a full learned lower-triangular N x N matrix per group
-    weight_ = register_parameter("weight", toeplitz_init({G, N, N}, N));
-  } else if (c.mixer == TMMMixerKind::Frozen) {  // fixed Toeplitz vectors: a buffer, saved but never trained
-    weight_ = register_buffer("weight", toeplitz_init({G, c.kernel, N}, c.kernel * N));
+    weight_ = register_parameter("weight", masked_init({G, N, N}, N));
+    bias_ = register_parameter("bias", masked_init({G, N}, N));
+  } else if (c.mixer == TMMMixerKind::Frozen) {  // fixed Toeplitz vectors and bias (the authors freeze both): buffers,
+                                                 // saved but never trained
+    weight_ = register_buffer("weight", toeplitz_init(G, K, N));
+    bias_ = register_buffer("bias", at::zeros({G, N}));
   } else {
-    weight_ = register_parameter("weight", toeplitz_init({G, c.kernel, N}, c.kernel * N));
+    weight_ = register_parameter("weight", toeplitz_init(G, K, N));
+    bias_ = register_parameter("bias", at::zeros({G, N}));
   }
-  bias_ = register_parameter("bias", at::zeros({G, N}));
   if (c.mixer == TMMMixerKind::Expanded) {
-    weight2_ = register_parameter("weight2", toeplitz_init({G, c.kernel, N}, c.kernel * N));
+    weight2_ = register_parameter("weight2", toeplitz_init(G, K, N));
     bias2_ = register_parameter("bias2", at::zeros({G, N}));
+    dropout_ = register_module("dropout", torch::nn::Dropout(c.mixer_dropout));
   }
   if (c.heads > 0) {
     out_proj_ = register_module("out_proj", make_linear(c.d_model, c.d_model, true));
+  }
+  if (c.init == TMMInit::Scaled) {  // the branch's last weight, GPT-2's 1/sqrt(2 n_layers)
+    torch::NoGradGuard no_grad;
+    const double scale = 1.0 / std::sqrt(2.0 * double(std::max<int64_t>(c.n_layers, 1)));
+    if (c.heads > 0) {
+      out_proj_->weight.mul_(scale);
+    } else {
+      weight_.mul_(scale);
+      if (weight2_.defined()) weight2_.mul_(scale);
+    }
   }
 }
 
@@ -102,7 +142,7 @@ at::Tensor ToeplitzMixerImpl::mix(const at::Tensor& x, const at::Tensor& weight,
 at::Tensor ToeplitzMixerImpl::forward(const at::Tensor& x) {
   at::Tensor h = c_.heads > 0 ? in_proj_->forward(x) : x;                       // B x L x d
   h = mix(h, weight_, bias_);
-  if (c_.mixer == TMMMixerKind::Expanded) h = mix(at::silu(h), weight2_, bias2_);
+  if (c_.mixer == TMMMixerKind::Expanded) h = mix(dropout_->forward(at::silu(h)), weight2_, bias2_);
   return c_.heads > 0 ? out_proj_->forward(h) : h;
 }
 
@@ -136,6 +176,10 @@ TMMBlockImpl::TMMBlockImpl(const TMMConfig& c) : c_(c) {
   register_module("mixer_norm", mixer_norm_.ptr());
   mixer_ = register_module("mixer", ToeplitzMixer(c));
   drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
+  if (c.init == TMMInit::Scaled) {
+    torch::NoGradGuard no_grad;
+    ffn_out_->weight.div_(std::sqrt(2.0 * double(std::max<int64_t>(c.n_layers, 1))));
+  }
 }
 
 at::Tensor TMMBlockImpl::forward(const at::Tensor& x) {
@@ -176,7 +220,12 @@ TMMModel::TMMModel(const TMMConfig& config)
 
 TMMModel::TMMModel(const TMMConfig& config, Validated) : LanguageModel(TMMConfig::kArch, config), config_(config) {
   for (int64_t i = 0; i < config.n_layers; ++i) add_block(TMMBlock(config).ptr());
+  if (config.final_norm) set_final_norm("final_norm", make_norm(config.norm, config.d_model));
   add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
+  if (config.tie_embeddings) {  // the authors' tie_io: the shared weight (V x d) re-initialised Kaiming, N(0, 2/d)
+    torch::NoGradGuard no_grad;
+    torch::nn::init::kaiming_normal_(embedding()->weight, 0.0, torch::kFanIn, torch::kReLU);
+  }
 }
 
 TMMBlock TMMModel::block(int64_t i) const { return std::dynamic_pointer_cast<TMMBlockImpl>(blocks().at(i)); }

@@ -5,12 +5,22 @@
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <torch/nn/init.h>
 
 #include "models/config_reader.h"
 #include "models/layers.h"
 #include "models/registry.h"
 
 namespace tmm::models {
+
+namespace {
+
+constexpr OptionName<TransformerInit> kInitNames[] = {{"llama", TransformerInit::Llama},
+                                                      {"kaiming", TransformerInit::Kaiming}};
+
+}  // namespace
+
+std::string to_string(TransformerInit init) { return option_name(kInitNames, init); }
 
 int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult) {
   const auto h = static_cast<int64_t>(std::floor(2.0 * ffn_mult * double(d_model) / 3.0));
@@ -23,6 +33,10 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
   TransformerConfig c;
   read_common(r, kArch, c);
   c.n_heads = r.required<int64_t>("n_heads");
+  c.n_kv_heads = r.optional<int64_t>("n_kv_heads", c.n_kv_heads);
+  c.head_dim = r.optional<int64_t>("head_dim", c.head_dim);
+  c.norm_eps = r.optional<double>("norm_eps", c.norm_eps);
+  c.init = r.choice("init", c.init, kInitNames);
   c.rope_theta = r.optional<double>("rope_theta", c.rope_theta);
   c.window = r.optional<int64_t>("window", c.window);
   c.ffn_mult = r.optional<double>("ffn_mult", c.ffn_mult);
@@ -30,10 +44,23 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
   r.finish();
 
   r.check(c.n_heads >= 1, "n_heads", "must be >= 1, got " + std::to_string(c.n_heads));
-  r.check(c.d_model % c.n_heads == 0, "n_heads",
-          "must divide d_model = " + std::to_string(c.d_model) + ", got " + std::to_string(c.n_heads));
-  r.check(c.head_dim() % 2 == 0, "n_heads",
-          "must leave an even head dimension for RoPE, got d_model / n_heads = " + std::to_string(c.head_dim()));
+  r.check(c.n_kv_heads >= 0, "n_kv_heads", "must be >= 0 (0 = n_heads), got " + std::to_string(c.n_kv_heads));
+  if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
+  r.check(c.n_heads % c.n_kv_heads == 0, "n_kv_heads",
+          "must divide n_heads = " + std::to_string(c.n_heads) + ", got " + std::to_string(c.n_kv_heads));
+  r.check(c.head_dim >= 0, "head_dim", "must be >= 0 (0 = d_model / n_heads), got " + std::to_string(c.head_dim));
+  if (c.head_dim == 0) {
+    r.check(c.d_model % c.n_heads == 0, "n_heads",
+            "must divide d_model = " + std::to_string(c.d_model) + " unless head_dim is set, got " +
+                std::to_string(c.n_heads));
+    c.head_dim = c.d_model / c.n_heads;
+    r.check(c.head_dim % 2 == 0, "n_heads",
+            "must leave an even head dimension for RoPE, got d_model / n_heads = " + std::to_string(c.head_dim));
+  }
+  r.check(c.head_dim % 2 == 0, "head_dim", "must be even for RoPE, got " + std::to_string(c.head_dim));
+  r.product("head_dim", r.product("n_heads", c.n_heads, c.head_dim), c.d_model);
+  r.check(std::isfinite(c.norm_eps) && c.norm_eps > 0.0, "norm_eps",
+          "must be a finite number > 0, got " + std::to_string(c.norm_eps));
   r.check(std::isfinite(c.rope_theta) && c.rope_theta > 1.0, "rope_theta",
           "must be a finite number > 1, got " + std::to_string(c.rope_theta));
   r.check(c.window >= 0, "window", "must be >= 0 (0 = full causal attention), got " + std::to_string(c.window));
@@ -57,6 +84,10 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
 std::string TransformerConfig::to_json_text() const {
   nlohmann::json j = write_common(kArch, *this);
   j.update({{"n_heads", n_heads},
+            {"n_kv_heads", n_kv_heads},
+            {"head_dim", head_dim},
+            {"norm_eps", norm_eps},
+            {"init", to_string(init)},
             {"rope_theta", rope_theta},
             {"window", window},
             {"ffn_mult", ffn_mult},
@@ -86,26 +117,36 @@ at::Tensor apply_rope(const at::Tensor& x, double theta, int64_t start) {
 
 }  // namespace
 
-TransformerAttentionImpl::TransformerAttentionImpl(int64_t d_model, int64_t n_heads, double rope_theta,
-                                                   int64_t window, double dropout)
-    : n_heads_(n_heads), head_dim_(d_model / n_heads), window_(window), rope_theta_(rope_theta), dropout_(dropout) {
-  TORCH_CHECK(n_heads >= 1 && d_model % n_heads == 0 && head_dim_ % 2 == 0,
-              "TransformerAttention: n_heads must divide d_model with an even head dimension, got d_model ", d_model,
-              ", n_heads ", n_heads);
-  wq = register_module("wq", make_linear(d_model, d_model, false));
-  wk = register_module("wk", make_linear(d_model, d_model, false));
-  wv = register_module("wv", make_linear(d_model, d_model, false));
-  wo = register_module("wo", make_linear(d_model, d_model, false));
+TransformerAttentionImpl::TransformerAttentionImpl(const TransformerConfig& c)
+    : n_heads_(c.n_heads),
+      n_kv_heads_(c.n_kv_heads),
+      head_dim_(c.head_dim),
+      window_(c.window),
+      rope_theta_(c.rope_theta),
+      dropout_(c.dropout) {
+  TORCH_CHECK(n_kv_heads_ >= 1 && n_heads_ % n_kv_heads_ == 0 && head_dim_ >= 2 && head_dim_ % 2 == 0,
+              "TransformerAttention: n_kv_heads must divide n_heads and head_dim must be even, got n_heads ", n_heads_,
+              ", n_kv_heads ", n_kv_heads_, ", head_dim ", head_dim_);
+  wq = register_module("wq", make_linear(c.d_model, n_heads_ * head_dim_, false));
+  wk = register_module("wk", make_linear(c.d_model, n_kv_heads_ * head_dim_, false));
+  wv = register_module("wv", make_linear(c.d_model, n_kv_heads_ * head_dim_, false));
+  wo = register_module("wo", make_linear(n_heads_ * head_dim_, c.d_model, false));
 }
 
 at::Tensor TransformerAttentionImpl::heads(torch::nn::Linear& proj, const at::Tensor& x, int64_t start, bool rope) {
   const int64_t B = x.size(0), L = x.size(1);
-  const at::Tensor h = proj->forward(x).view({B, L, n_heads_, head_dim_}).transpose(1, 2);  // B x H x L x hd
+  const int64_t heads = proj->weight.size(0) / head_dim_;                                 // H, or H_kv for wk and wv
+  const at::Tensor h = proj->forward(x).view({B, L, heads, head_dim_}).transpose(1, 2);  // B x heads x L x hd
   return rope ? apply_rope(h, rope_theta_, start) : h;
 }
 
-at::Tensor TransformerAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+at::Tensor TransformerAttentionImpl::repeat_kv(const at::Tensor& kv) const {
+  return n_kv_heads_ == n_heads_ ? kv : kv.repeat_interleave(n_heads_ / n_kv_heads_, 1);
+}
+
+at::Tensor TransformerAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k_, const at::Tensor& v_) {
   const int64_t L = q.size(2);
+  const at::Tensor k = repeat_kv(k_), v = repeat_kv(v_);
   const double p = is_training() ? dropout_ : 0.0;
   if (window_ > 0 && window_ < L) {
     // mask[t, s] = true where t - window < s <= t (true = attend).
@@ -130,8 +171,8 @@ TransformerKVCache TransformerAttentionImpl::start_decoding(int64_t batch, int64
   // A window needs only its last `window` positions: later keys overwrite the oldest.
   const int64_t slots = window_ > 0 ? std::min(window_, capacity) : capacity;
   const auto opts = wk->weight.options();
-  return TransformerKVCache(at::zeros({batch, n_heads_, slots, head_dim_}, opts),
-                            at::zeros({batch, n_heads_, slots, head_dim_}, opts));
+  return TransformerKVCache(at::zeros({batch, n_kv_heads_, slots, head_dim_}, opts),
+                            at::zeros({batch, n_kv_heads_, slots, head_dim_}, opts));
 }
 
 at::Tensor TransformerAttentionImpl::decode(const at::Tensor& x, TransformerKVCache& cache, int64_t position) {
@@ -152,8 +193,9 @@ at::Tensor TransformerAttentionImpl::decode(const at::Tensor& x, TransformerKVCa
   // Filled slots: positions max(0, position - slots + 1) .. position, exactly
   // the window's (or, without one, all so far).
   const int64_t used = std::min(position + 1, slots);
-  return merge_heads(at::scaled_dot_product_attention(q, cache.keys.narrow(2, 0, used), cache.values.narrow(2, 0, used),
-                                                      std::nullopt, 0.0, /*is_causal=*/false));
+  return merge_heads(at::scaled_dot_product_attention(q, repeat_kv(cache.keys.narrow(2, 0, used)),
+                                                      repeat_kv(cache.values.narrow(2, 0, used)), std::nullopt, 0.0,
+                                                      /*is_causal=*/false));
 }
 
 SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t hidden) {
@@ -167,9 +209,9 @@ at::Tensor SwiGLUImpl::forward(const at::Tensor& x) {
 }
 
 TransformerBlockImpl::TransformerBlockImpl(const TransformerConfig& c) {
-  attn_norm = register_module("attn_norm", RMSNorm(c.d_model));
-  attn = register_module("attn", TransformerAttention(c.d_model, c.n_heads, c.rope_theta, c.window, c.dropout));
-  mlp_norm = register_module("mlp_norm", RMSNorm(c.d_model));
+  attn_norm = register_module("attn_norm", RMSNorm(c.d_model, c.norm_eps));
+  attn = register_module("attn", TransformerAttention(c));
+  mlp_norm = register_module("mlp_norm", RMSNorm(c.d_model, c.norm_eps));
   mlp = register_module("mlp", SwiGLU(c.d_model, c.ffn_hidden));
   drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
 }
@@ -195,8 +237,26 @@ TransformerModel::TransformerModel(const TransformerConfig& config)
 TransformerModel::TransformerModel(const TransformerConfig& config, Validated)
     : LanguageModel(TransformerConfig::kArch, config), config_(config) {
   for (int64_t i = 0; i < config.n_layers; ++i) add_block(TransformerBlock(config).ptr());
-  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(config.d_model)));
-  add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
+  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(config.d_model, config.norm_eps)));
+  // "llama": HF Llama's _init_weights, every Linear weight and the embedding
+  // N(0, initializer_range^2) with initializer_range 0.02; norms stay 1. The
+  // head is drawn last, so tying changes no other initial value.
+  const bool llama = config.init == TransformerInit::Llama;
+  constexpr double kStd = 0.02;
+  if (llama) {
+    torch::NoGradGuard no_grad;
+    torch::nn::init::normal_(embedding()->weight, 0.0, kStd);
+    for (const auto& m : modules(/*include_self=*/false))
+      if (auto* linear = m->as<torch::nn::LinearImpl>()) torch::nn::init::normal_(linear->weight, 0.0, kStd);
+  }
+  add_head([&] {
+    torch::nn::Linear head = make_linear(config.d_model, config.vocab_size, false);
+    if (llama) {
+      torch::NoGradGuard no_grad;
+      torch::nn::init::normal_(head->weight, 0.0, kStd);
+    }
+    return head;
+  });
 }
 
 TransformerBlock TransformerModel::block(int64_t i) const {

@@ -135,7 +135,7 @@ int64_t expected_parameters(const HyenaConfig& c) {
   const int64_t mixer = (d * 3 * d + 3 * d) + (3 * d * c.short_filter + 3 * d) + filter + (d * d + d);
   const int64_t ffn = (d * c.ffn_mult * d + c.ffn_mult * d) + (c.ffn_mult * d * d + d);
   const int64_t block = 2 * 2 * d + mixer + ffn;
-  return V * d + c.n_layers * block + 2 * d + (c.tie_embeddings ? 0 : V * d);
+  return V * d + c.n_layers * block + (c.final_norm ? 2 * d : 0) + (c.tie_embeddings ? 0 : V * d);
 }
 
 }  // namespace
@@ -305,8 +305,9 @@ TEST_CASE("Hyena parameters: names, shapes, counts, tying", "[hyena]") {
   CHECK(params["blocks.1.ffn_norm.bias"].sizes() == at::IntArrayRef{d});
   CHECK(params["blocks.1.ffn_in.weight"].sizes() == at::IntArrayRef{4 * d, d});
   CHECK(params["blocks.1.ffn_out.weight"].sizes() == at::IntArrayRef{d, 4 * d});
-  CHECK(params["final_norm.weight"].sizes() == at::IntArrayRef{d});
+  CHECK_FALSE(params.contains("final_norm.weight"));  // the authors' HyenaModel has none
   CHECK(params["head.weight"].sizes() == at::IntArrayRef{50, d});
+  CHECK(make({{"final_norm", true}})->named_parameters()["final_norm.weight"].sizes() == at::IntArrayRef{d});
   CHECK(model->named_buffers().size() == 0);  // positions and decays are computed in forward
   CHECK(model->parameter_count() == expected_parameters(model->config()));
 
@@ -334,11 +335,14 @@ TEST_CASE("Hyena config: defaults, round trip, bad values", "[hyena]") {
   CHECK(c.modulate);
   CHECK(c.dropout == 0.0);
   CHECK_FALSE(c.tie_embeddings);
+  CHECK_FALSE(c.final_norm);
+  CHECK(c.init == tmm::models::HyenaInit::Torch);
   const auto j = nlohmann::json::parse(c.to_json_text());
   for (const char* key : {"arch", "vocab_size", "d_model", "n_layers", "max_len", "dropout", "tie_embeddings",
-                          "ffn_mult", "short_filter", "filter_order", "emb_dim", "filter_sin_freq", "modulate"})
+                          "ffn_mult", "short_filter", "filter_order", "emb_dim", "filter_sin_freq", "modulate",
+                          "final_norm", "init"})
     CHECK(j.contains(key));
-  CHECK(j.size() == 13);
+  CHECK(j.size() == 15);
   CHECK(HyenaConfig::from_json_text(c.to_json_text()).to_json_text() == c.to_json_text());
 
   auto bad = [](const nlohmann::json& extra) {
@@ -356,6 +360,9 @@ TEST_CASE("Hyena config: defaults, round trip, bad values", "[hyena]") {
   CHECK_THROWS_WITH(HyenaConfig::from_json_text(bad({{"dropout", 1.0}})), Contains("dropout"));
   CHECK_THROWS_WITH(HyenaConfig::from_json_text(bad({{"arch", "tmm"}})), Contains("arch"));
   CHECK_THROWS_WITH(HyenaConfig::from_json_text(bad({{"filter_ord", 8}})), Contains("filter_ord"));
+  CHECK_THROWS_WITH(HyenaConfig::from_json_text(bad({{"init", "gpt2"}})),
+                    Contains("key \"init\" must be torch, safari or kaiming, got \"gpt2\""));
+  CHECK_THROWS_WITH(HyenaConfig::from_json_text(bad({{"final_norm", "yes"}})), Contains("final_norm"));
 }
 
 TEST_CASE("Hyena runs in float64 and bfloat16, and on empty sequences", "[hyena]") {

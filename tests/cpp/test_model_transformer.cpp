@@ -47,18 +47,19 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
 
 // ---- The reference, in float64, from the formulas. ----------------------
 
-at::Tensor ref_rmsnorm(const at::Tensor& x, const at::Tensor& w) {
-  return x / at::sqrt(x.pow(2).mean(-1, true) + 1e-6) * w;
+at::Tensor ref_rmsnorm(const at::Tensor& x, const at::Tensor& w, double eps = 1e-6) {
+  return x / at::sqrt(x.pow(2).mean(-1, true) + eps) * w;
 }
 
 at::Tensor ref_linear(const at::Tensor& x, const at::Tensor& w) { return at::matmul(x, w.t()); }
 
 // x: B x L x d. Attention of head h at query t over keys s with
-// max(0, t - window + 1) <= s <= t (window 0: all s <= t); RoPE rotates the
-// pair (i, i + hd/2) of position p by p * theta^(-2i/hd).
+// max(0, t - window + 1) <= s <= t (window 0: all s <= t), reading key/value
+// head h / (H / H_kv) (grouped-query); hd = wq rows / H, H_kv = wk rows / hd.
+// RoPE rotates the pair (i, i + hd/2) of position p by p * theta^(-2i/hd).
 at::Tensor ref_attention(const at::Tensor& x, const at::Tensor& wq, const at::Tensor& wk, const at::Tensor& wv,
                          const at::Tensor& wo, int64_t H, double theta, int64_t window) {
-  const int64_t B = x.size(0), L = x.size(1), d = x.size(2), hd = d / H;
+  const int64_t B = x.size(0), L = x.size(1), hd = wq.size(0) / H, H_kv = wk.size(0) / hd;
   at::Tensor q = ref_linear(x, wq).contiguous(), k = ref_linear(x, wk).contiguous();
   const at::Tensor v = ref_linear(x, wv).contiguous();
   for (at::Tensor* t : {&q, &k}) {
@@ -67,7 +68,7 @@ at::Tensor ref_attention(const at::Tensor& x, const at::Tensor& wq, const at::Te
     auto R = r.accessor<double, 3>();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t p = 0; p < L; ++p)
-        for (int64_t h = 0; h < H; ++h)
+        for (int64_t h = 0; h < t->size(2) / hd; ++h)
           for (int64_t i = 0; i < hd / 2; ++i) {
             const double angle = double(p) * std::pow(theta, -2.0 * double(i) / double(hd));
             const int64_t a = h * hd + i, c = h * hd + i + hd / 2;
@@ -76,7 +77,7 @@ at::Tensor ref_attention(const at::Tensor& x, const at::Tensor& wq, const at::Te
           }
     *t = r;
   }
-  at::Tensor y = at::zeros({B, L, d}, x.options());
+  at::Tensor y = at::zeros({B, L, H * hd}, x.options());
   auto Q = q.accessor<double, 3>();
   auto K = k.accessor<double, 3>();
   auto Vv = v.accessor<double, 3>();
@@ -84,19 +85,20 @@ at::Tensor ref_attention(const at::Tensor& x, const at::Tensor& wq, const at::Te
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t t = 0; t < L; ++t) {
+        const int64_t kv = h / (H / H_kv);
         const int64_t first = window > 0 ? std::max<int64_t>(0, t - window + 1) : 0;
         std::vector<double> score;
         double mx = -INFINITY;
         for (int64_t s = first; s <= t; ++s) {
           double dot = 0;
-          for (int64_t i = 0; i < hd; ++i) dot += Q[b][t][h * hd + i] * K[b][s][h * hd + i];
+          for (int64_t i = 0; i < hd; ++i) dot += Q[b][t][h * hd + i] * K[b][s][kv * hd + i];
           score.push_back(dot / std::sqrt(double(hd)));
           mx = std::max(mx, score.back());
         }
         double z = 0;
         for (double& e : score) z += (e = std::exp(e - mx));
         for (int64_t s = first; s <= t; ++s)
-          for (int64_t i = 0; i < hd; ++i) Y[b][t][h * hd + i] += score[s - first] / z * Vv[b][s][h * hd + i];
+          for (int64_t i = 0; i < hd; ++i) Y[b][t][h * hd + i] += score[s - first] / z * Vv[b][s][kv * hd + i];
       }
   return ref_linear(y, wo);
 }
@@ -105,27 +107,28 @@ at::Tensor ref_logits(LanguageModel& model, const nlohmann::json& c, const at::T
   std::map<std::string, at::Tensor> P;
   for (const auto& item : model.named_parameters()) P[item.key()] = item.value().detach();
   const int64_t H = c["n_heads"], window = c.value("window", 0);
-  const double theta = c.value("rope_theta", 10000.0);
+  const double theta = c.value("rope_theta", 10000.0), eps = c.value("norm_eps", 1e-6);
   at::Tensor h = P.at("embed.weight").index_select(0, ids.reshape({-1})).reshape({ids.size(0), ids.size(1), -1});
   for (int64_t i = 0; i < c["n_layers"].get<int64_t>(); ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".";
-    const at::Tensor n = ref_rmsnorm(h, P.at(b + "attn_norm.weight"));
+    const at::Tensor n = ref_rmsnorm(h, P.at(b + "attn_norm.weight"), eps);
     h = h + ref_attention(n, P.at(b + "attn.wq.weight"), P.at(b + "attn.wk.weight"), P.at(b + "attn.wv.weight"),
                           P.at(b + "attn.wo.weight"), H, theta, window);
-    const at::Tensor m = ref_rmsnorm(h, P.at(b + "mlp_norm.weight"));
+    const at::Tensor m = ref_rmsnorm(h, P.at(b + "mlp_norm.weight"), eps);
     const at::Tensor gate = ref_linear(m, P.at(b + "mlp.w1.weight"));
     h = h + ref_linear(gate / (1 + at::exp(-gate)) * ref_linear(m, P.at(b + "mlp.w3.weight")),
                        P.at(b + "mlp.w2.weight"));
   }
-  h = ref_rmsnorm(h, P.at("norm.weight"));
+  h = ref_rmsnorm(h, P.at("norm.weight"), eps);
   return ref_linear(h, c.value("tie_embeddings", false) ? P.at("embed.weight") : P.at("head.weight"));
 }
 
 // Parameters of a Transformer, from the formula.
 int64_t expected_parameters(const nlohmann::json& c) {
   const int64_t V = c["vocab_size"], d = c["d_model"], N = c["n_layers"], hidden = c["ffn_hidden"];
+  const int64_t H = c["n_heads"], H_kv = c["n_kv_heads"], hd = c["head_dim"];
   const bool tied = c["tie_embeddings"];
-  return V * d * (tied ? 1 : 2) + N * (4 * d * d + 3 * d * hidden + 2 * d) + d;
+  return V * d * (tied ? 1 : 2) + N * (2 * d * H * hd + 2 * d * H_kv * hd + 3 * d * hidden + 2 * d) + d;
 }
 
 }  // namespace
@@ -133,24 +136,32 @@ int64_t expected_parameters(const nlohmann::json& c) {
 TEST_CASE("Transformer logits match a loop reference (full and sliding-window attention)", "[transformer]") {
   for (const int64_t window : {0, 1, 3, 40}) {
     for (const bool tied : {false, true}) {
-      INFO("window " << window << ", tied " << tied);
-      at::manual_seed(1);
-      nlohmann::json c = small_config(window);
-      c["tie_embeddings"] = tied;
-      c["rope_theta"] = 100.0;  // a small base: the positions' angles differ visibly
-      auto model = build_double(c);
-      // Non-trivial norm weights, so that a missing or misplaced norm shows.
-      {
-        at::NoGradGuard no_grad;
-        for (auto& item : model->named_parameters())
-          if (item.key().find("norm") != std::string::npos) item.value().uniform_(0.5, 1.5);
+      for (const bool gqa : {false, true}) {
+        INFO("window " << window << ", tied " << tied << ", grouped-query " << gqa);
+        at::manual_seed(1);
+        nlohmann::json c = small_config(window);
+        c["tie_embeddings"] = tied;
+        c["init"] = "kaiming";  // weights of order 1: the comparison below is then a relative one
+        if (gqa) {  // 2 query heads on 1 key/value head, head_dim 6 (not d / n_heads), eps 1e-5
+          c["n_kv_heads"] = 1;
+          c["head_dim"] = 6;
+          c["norm_eps"] = 1e-5;
+        }
+        c["rope_theta"] = 100.0;  // a small base: the positions' angles differ visibly
+        auto model = build_double(c);
+        // Non-trivial norm weights, so that a missing or misplaced norm shows.
+        {
+          at::NoGradGuard no_grad;
+          for (auto& item : model->named_parameters())
+            if (item.key().find("norm") != std::string::npos) item.value().uniform_(0.5, 1.5);
+        }
+        const at::Tensor ids = at::randint(29, {2, 13}, at::kLong);
+        const at::Tensor logits = model->forward(ids), ref = ref_logits(*model, c, ids);
+        // The shared RMSNorm (models/layers.cpp) computes in float32 even for
+        // float64 inputs, so the model carries float32 rounding (a few 1e-6
+        // here); the attention module alone is checked to 1e-10 below.
+        CHECK(max_abs_diff(logits, ref) < 1e-5 * (1 + ref.abs().max().item<double>()));
       }
-      const at::Tensor ids = at::randint(29, {2, 13}, at::kLong);
-      const at::Tensor logits = model->forward(ids), ref = ref_logits(*model, c, ids);
-      // The shared RMSNorm (models/layers.cpp) computes in float32 even for
-      // float64 inputs, so the model carries float32 rounding (a few 1e-6
-      // here); the attention module alone is checked to 1e-10 below.
-      CHECK(max_abs_diff(logits, ref) < 1e-5 * (1 + ref.abs().max().item<double>()));
     }
   }
 }
@@ -159,7 +170,11 @@ TEST_CASE("Transformer attention module matches softmax(QK^T/sqrt(hd) + mask)V",
   for (const int64_t window : {0, 2, 5}) {
     INFO("window " << window);
     at::manual_seed(2);
-    tmm::models::TransformerAttention attn(24, 3, 10000.0, window, 0.0);
+    auto c = tmm::models::TransformerConfig::from_json_text(
+        nlohmann::json{{"arch", "transformer"}, {"vocab_size", 5}, {"d_model", 24}, {"n_layers", 1}, {"max_len", 17},
+                       {"n_heads", 3}, {"window", window}}
+            .dump());
+    tmm::models::TransformerAttention attn(c);
     attn->to(at::kDouble);
     const at::Tensor x = at::randn({3, 17, 24}, at::kDouble);
     const at::Tensor y = attn->forward(x);
@@ -272,7 +287,7 @@ TEST_CASE("Transformer parameters: names, shapes, counts of the zoo's configs", 
 
   const std::map<std::string, int64_t> expected_count = {
       {"transformer-tiny.json", 29'344}, {"transformer-cpu-small.json", 1'648'768},
-      {"transformer-paper.json", 58'606'080}};
+      {"transformer-paper.json", 75'317'760}};
   for (const auto& [file, count] : expected_count) {
     INFO("config " << file);
     const std::string text = read_file(std::string(TMM_MODELS_DIR) + "/" + file);
@@ -305,10 +320,14 @@ TEST_CASE("Transformer config: SwiGLU width, round trip, errors name the key", "
   // Round trip: config_json() spells out every key and rebuilds the same config.
   auto model = build_model(c.dump());
   const auto written = nlohmann::json::parse(model->config_json());
-  for (const char* key : {"arch", "vocab_size", "d_model", "n_layers", "max_len", "n_heads", "rope_theta", "window",
-                          "ffn_mult", "ffn_hidden", "dropout", "tie_embeddings"})
+  for (const char* key : {"arch", "vocab_size", "d_model", "n_layers", "max_len", "n_heads", "n_kv_heads", "head_dim",
+                          "norm_eps", "init", "rope_theta", "window", "ffn_mult", "ffn_hidden", "dropout",
+                          "tie_embeddings"})
     CHECK(written.contains(key));
-  CHECK(written.size() == 12);
+  CHECK(written.size() == 16);
+  CHECK(written["n_kv_heads"] == 2);  // resolved: n_heads
+  CHECK(written["head_dim"] == 8);    // resolved: d_model / n_heads
+  CHECK(written["init"] == "llama");
   CHECK(build_model(written.dump())->config_json() == model->config_json());
 
   auto bad = [&](const char* key, const nlohmann::json& value) {
@@ -330,7 +349,11 @@ TEST_CASE("Transformer config: SwiGLU width, round trip, errors name the key", "
   CHECK_THROWS_WITH(build_model(bad("ffn_mult", 0)), Contains("\"ffn_mult\""));
   CHECK_THROWS_WITH(build_model(bad("ffn_hidden", -8)), Contains("\"ffn_hidden\""));
   CHECK_THROWS_WITH(build_model(bad("dropout", 1.0)), Contains("\"dropout\""));
-  CHECK_THROWS_WITH(build_model(bad("n_kv_heads", 1)), Contains("unknown key \"n_kv_heads\""));
+  CHECK_THROWS_WITH(build_model(bad("n_kv_head", 1)), Contains("unknown key \"n_kv_head\""));
+  CHECK_THROWS_WITH(build_model(bad("n_kv_heads", 3)), Contains("key \"n_kv_heads\" must divide n_heads = 2, got 3"));
+  CHECK_THROWS_WITH(build_model(bad("head_dim", 5)), Contains("key \"head_dim\" must be even for RoPE, got 5"));
+  CHECK_THROWS_WITH(build_model(bad("norm_eps", -1.0)), Contains("key \"norm_eps\" must be a finite number > 0"));
+  CHECK_THROWS_WITH(build_model(bad("init", "xavier")), Contains("key \"init\" must be llama or kaiming"));
 }
 
 TEST_CASE("Transformer: empty sequences", "[transformer]") {

@@ -1,8 +1,17 @@
 // Hyena (Poli et al. 2023), the order-2 gated long-convolution baseline
 // (docs/models.md): embedding, N pre-norm blocks
 //   x += HyenaOperator(LN(x));  x += MLP(LN(x))   (MLP: Linear -> GELU -> Linear)
-// a final LayerNorm, LM head. No positional embeddings: the implicit filters
-// carry position.
+// a final LayerNorm only with "final_norm", LM head. No positional
+// embeddings: the implicit filters carry position.
+//
+// Defaults follow the TMM authors' HyenaModel (their Hyena baseline): torch's
+// default init everywhere ("init": "torch": Linear U(+-1/sqrt(fan_in)) weights
+// and biases, embedding N(0, 1)) and no final norm. safari's LM
+// (ConvLMHeadModel) is "init": "safari" (GPT-2 style: every Linear, the
+// filter MLP's included, and the embedding N(0, 0.02^2), biases zero,
+// out_proj and ffn_out N(0, (0.02 / sqrt(2 n_layers))^2)) with "final_norm":
+// true and "tie_embeddings": true. "init": "kaiming" is tmm's former init
+// (Kaiming-normal projections, MLP and head; torch's default filter MLP).
 //
 // The operator (B x L x d -> B x L x d, causal along L):
 //   u          = short_conv(in_proj(x))        in_proj d -> 3d; depthwise causal conv of width w
@@ -39,6 +48,10 @@ namespace tmm::models {
 
 struct HyenaOperatorDecodeState;  // one layer's incremental-decoding state (hyena.cpp)
 
+// "torch" (the authors' HyenaModel) | "safari" (safari's LM) | "kaiming" (tmm's former).
+enum class HyenaInit { Torch, Safari, Kaiming };
+std::string to_string(HyenaInit init);
+
 // The common keys (CommonConfig), then Hyena's own.
 struct HyenaConfig : CommonConfig {
   static constexpr const char* kArch = "hyena";
@@ -48,6 +61,8 @@ struct HyenaConfig : CommonConfig {
   int64_t emb_dim = 3;           // positional features fed to that MLP (odd, >= 3)
   double filter_sin_freq = 1.0;  // initial frequency of its sine activations
   bool modulate = true;          // exponential decay of the implicit filters
+  bool final_norm = false;       // a LayerNorm before the head (safari's ln_f)
+  HyenaInit init = HyenaInit::Torch;
 
   // Validates every key ("arch" must be "hyena"); errors name the key.
   static HyenaConfig from_json_text(const std::string& json);
@@ -131,8 +146,8 @@ TORCH_MODULE(HyenaBlock);
 // bias}, blocks.<i>.mixer.{in_proj, out_proj}.{weight, bias},
 // blocks.<i>.mixer.short_filter.{weight, bias},
 // blocks.<i>.mixer.filter.{mlp.<j>.weight, mlp.<j>.bias (j < 3), freq, D},
-// blocks.<i>.{ffn_in, ffn_out}.{weight, bias}, final_norm.{weight, bias},
-// head.weight (absent when tied).
+// blocks.<i>.{ffn_in, ffn_out}.{weight, bias}, final_norm.{weight, bias}
+// (with "final_norm"), head.weight (absent when tied).
 class HyenaModel : public LanguageModel {
  public:
   // `config` is validated as from_json_text validates it (errors name the key).

@@ -1,7 +1,16 @@
 // The Toeplitz MLP Mixer (docs/models.md): embedding, N blocks of
 // x += FFN(norm(x)); x += Toeplitz(norm(x)) (feed-forward first by default),
-// LM head; no final norm. No positional embeddings: the Toeplitz structure
-// carries position. The mixing is tmm::ops::causal_toeplitz.
+// LM head; no final norm unless "final_norm" (an extension). No positional
+// embeddings: the Toeplitz structure carries position. The mixing is
+// tmm::ops::causal_toeplitz.
+//
+// Init, as the authors' ToeplitzMixers code: Kaiming-normal (fan-in, gain
+// sqrt 2) Linear weights, zero biases; Toeplitz vectors N(0, 2/N) per tap
+// (their kernel weight is k x N, so fan-in N); the masked mixer's matrix and
+// per-position bias U(+-1/sqrt(N)) (their lower-triangular Conv1d(N, N, 1)
+// keeps torch's default init); embedding N(0, 1), or N(0, 2/d) when tied (their
+// tie_io re-initialises the shared weight Kaiming). "init": "scaled" (an
+// extension) divides each residual branch's last weight by sqrt(2 n_layers).
 #pragma once
 
 #include <memory>
@@ -23,8 +32,13 @@ struct TMMMixerDecodeState;  // one layer's incremental-decoding state (tmm.cpp)
 enum class TMMMixerKind { Toeplitz, Expanded, Frozen, Masked };
 // "ffn_first" (the authors') | "mixer_first".
 enum class TMMBlockOrder { FfnFirst, MixerFirst };
+// "kaiming" (the authors') | "scaled": as kaiming, then ffn_out.weight and the
+// mixer's last weight (out_proj.weight with heads; the Toeplitz vectors, both
+// with "expanded", when flat) divided by sqrt(2 n_layers), GPT-2 style.
+enum class TMMInit { Kaiming, Scaled };
 std::string to_string(TMMMixerKind kind);
 std::string to_string(TMMBlockOrder order);
+std::string to_string(TMMInit init);
 
 // The common keys (CommonConfig), then TMM's own.
 struct TMMConfig : CommonConfig {
@@ -36,6 +50,13 @@ struct TMMConfig : CommonConfig {
   Activation activation = Activation::SiLU;
   TMMBlockOrder block_order = TMMBlockOrder::FfnFirst;
   NormKind norm = NormKind::LayerNorm;
+  // Dropout between the expanded mixer's SiLU and its second Toeplitz layer
+  // (the authors' heads version: 0.1); training mode only. Resolved by
+  // from_json_text: 0.1 for "expanded" unless set, 0 for the other mixers
+  // (which reject a nonzero value).
+  double mixer_dropout = -1.0;
+  bool final_norm = false;  // an extension: a norm of kind `norm` before the head ("final_norm")
+  TMMInit init = TMMInit::Kaiming;
 
   // Validates every key ("arch" must be "tmm"); errors name the key.
   static TMMConfig from_json_text(const std::string& json);
@@ -58,6 +79,7 @@ class ToeplitzMixerImpl : public torch::nn::Module {
   int64_t groups_;
   torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr};
   at::Tensor weight_, bias_, weight2_, bias2_;  // G x K x N (masked: G x N x N), G x N
+  torch::nn::Dropout dropout_{nullptr};          // "expanded" only
 };
 TORCH_MODULE(ToeplitzMixer);
 
@@ -81,8 +103,8 @@ TORCH_MODULE(TMMBlock);
 // Parameter names: embed.weight, blocks.<i>.{ffn_norm, mixer_norm}.weight
 // (and .bias for LayerNorm), blocks.<i>.{ffn_in, ffn_out}.{weight, bias},
 // blocks.<i>.mixer.{weight, bias} (plus weight2, bias2 when "expanded";
-// in_proj, out_proj with heads; a buffer weight when "frozen"), head.weight
-// (absent when tied).
+// in_proj, out_proj with heads; buffers weight and bias when "frozen"),
+// final_norm.{weight, bias} (with "final_norm"), head.weight (absent when tied).
 class TMMModel : public LanguageModel {
  public:
   // `config` is validated as from_json_text validates it (errors name the key).

@@ -15,7 +15,14 @@
 //
 // Config keys (besides the common vocab_size, d_model, n_layers, max_len,
 // dropout, tie_embeddings):
-//   n_heads     required; must divide d_model with an even head dimension
+//   n_heads     required: query heads
+//   n_kv_heads  key/value heads (grouped-query attention, as Llama's
+//               num_key_value_heads): 0 (default) = n_heads; must divide
+//               n_heads; query head j reads key/value head j / (n_heads / n_kv_heads)
+//   head_dim    0 (default) = d_model / n_heads (then n_heads must divide
+//               d_model); > 0 sets it as Llama's head_dim; even (RoPE)
+//   norm_eps    RMSNorm epsilon of every norm, default 1e-6 (Llama's
+//               rms_norm_eps as the authors' baseline sets it)
 //   rope_theta  RoPE base, default 10000
 //   window      0 (default): full causal attention; w > 0: sliding window
 //   ffn_mult    default 4: SwiGLU hidden width as Llama rounds it,
@@ -23,12 +30,18 @@
 //               so the three SwiGLU matrices hold about as many parameters as
 //               a plain ffn_mult*d MLP's two
 //   ffn_hidden  default 0 = derived from ffn_mult as above; > 0 sets the hidden
-//               width directly and ffn_mult is then not used. config_json()
-//               writes the width actually built.
+//               width directly and ffn_mult is then not used (the authors'
+//               Llama baseline: 4 * d_model). config_json() writes the width
+//               actually built.
+// config_json() also writes the n_kv_heads and head_dim actually built, so a
+// config written before these keys existed means what it meant then.
 // dropout (default 0) applies to the attention probabilities and to each
 // residual branch's output, in training mode only.
-// Init: every Linear Kaiming-normal fan-in (make_linear, the zoo's
-// convention), embedding N(0, 1), RMSNorm weights 1 (eps 1e-6).
+//   init        "llama" (default, HF LlamaForCausalLM's _init_weights as the
+//               authors' baseline runs it): every Linear and the embedding
+//               N(0, 0.02^2); "kaiming": every Linear Kaiming-normal fan-in
+//               (make_linear, the zoo's former convention), embedding N(0, 1).
+//               RMSNorm weights 1 either way. Only the build uses it.
 // Parameter names: embed.weight, blocks.<i>.attn_norm.weight,
 // blocks.<i>.attn.{wq,wk,wv,wo}.weight, blocks.<i>.mlp_norm.weight,
 // blocks.<i>.mlp.{w1,w2,w3}.weight, norm.weight, head.weight (absent when tied).
@@ -48,18 +61,25 @@ namespace tmm::models {
 
 class RMSNormImpl;
 
+// "llama": N(0, 0.02^2) weights (HF Llama); "kaiming": Kaiming-normal Linear, N(0, 1) embedding.
+enum class TransformerInit { Llama, Kaiming };
+std::string to_string(TransformerInit init);
+
 // The common keys (CommonConfig), then the Transformer's own.
 struct TransformerConfig : CommonConfig {
   static constexpr const char* kArch = "transformer";
   int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;   // resolved by from_json_text: n_heads unless set
+  int64_t head_dim = 0;     // resolved by from_json_text: d_model / n_heads unless set
+  double norm_eps = 1e-6;
+  TransformerInit init = TransformerInit::Llama;
   double rope_theta = 10000.0;
   int64_t window = 0;       // 0: full causal attention; w > 0: attend to (t - w, t]
   double ffn_mult = 4.0;
   int64_t ffn_hidden = 0;   // resolved by from_json_text: always > 0 afterwards
 
-  int64_t head_dim() const { return d_model / n_heads; }
   // Validates every key ("arch" must be "transformer"; errors name the key)
-  // and resolves ffn_hidden.
+  // and resolves n_kv_heads, head_dim and ffn_hidden.
   static TransformerConfig from_json_text(const std::string& json);
   // Every key spelled out, including "arch".
   std::string to_json_text() const;
@@ -69,7 +89,7 @@ struct TransformerConfig : CommonConfig {
 int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult);
 
 // One layer's key/value cache for incremental decoding: keys and values are
-// B x H x slots x hd, keys rotated (RoPE) at their absolute positions.
+// B x H_kv x slots x hd (the key/value heads only, as grouped-query attention saves), keys rotated (RoPE) at their absolute positions.
 // Without a window, slots = capacity and position p sits in slot p; with a
 // window w, slots = min(w, capacity), a ring holding the last w positions
 // (position p in slot p % slots): attention does not depend on key order.
@@ -78,10 +98,11 @@ struct TransformerKVCache : LayerDecodeState {
   at::Tensor keys, values;
 };
 
-// Multi-head causal self-attention with RoPE: B x L x d -> B x L x d.
+// Multi-head (grouped-query) causal self-attention with RoPE: B x L x d -> B x L x d.
+// wq: d -> H*hd, wk and wv: d -> H_kv*hd, wo: H*hd -> d.
 class TransformerAttentionImpl : public torch::nn::Module {
  public:
-  TransformerAttentionImpl(int64_t d_model, int64_t n_heads, double rope_theta, int64_t window, double dropout);
+  explicit TransformerAttentionImpl(const TransformerConfig& c);
   at::Tensor forward(const at::Tensor& x);
   // Incremental decoding (decoding.h): an empty cache for `batch` sequences of
   // at most `capacity` tokens, in the weights' dtype and device.
@@ -95,11 +116,15 @@ class TransformerAttentionImpl : public torch::nn::Module {
  private:
   // x: B x L x d -> B x H x L x hd; RoPE at positions start, start + 1, ...
   at::Tensor heads(torch::nn::Linear& proj, const at::Tensor& x, int64_t start, bool rope);
-  // Causal (windowed) attention of a whole sequence from position 0, B x H x L x hd each.
+  // Causal (windowed) attention of a whole sequence from position 0: q
+  // B x H x L x hd, k and v B x H_kv x L x hd.
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+  // B x H_kv x S x hd -> B x H x S x hd: each key/value head serves H / H_kv
+  // consecutive query heads (HF's repeat_kv).
+  at::Tensor repeat_kv(const at::Tensor& kv) const;
   at::Tensor merge_heads(const at::Tensor& y);  // B x H x L x hd -> wo(B x L x d)
 
-  int64_t n_heads_, head_dim_, window_;
+  int64_t n_heads_, n_kv_heads_, head_dim_, window_;
   double rope_theta_, dropout_;
 };
 TORCH_MODULE(TransformerAttention);
