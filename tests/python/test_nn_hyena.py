@@ -13,6 +13,8 @@ VARIANTS = {
     "default": {},
     "no_modulation_wide_emb": {"modulate": False, "emb_dim": 5, "filter_order": 8},
     "short1_tied": {"short_filter": 1, "tie_embeddings": True, "filter_sin_freq": 2.0},
+    "safari_lm": {"init": "safari", "final_norm": True, "tie_embeddings": True},
+    "kaiming_final_norm": {"init": "kaiming", "final_norm": True},
 }
 
 
@@ -22,6 +24,7 @@ def cpp_and_python(variant, dtype):
               "ffn_mult": 2, **VARIANTS[variant]}
     cpp = tmm.models.build(config).to(dtype)
     py = SequenceModel.from_config(cpp, dtype=dtype)
+    assert (py.final_norm is None) == (not cpp.config["final_norm"])
     py.load_state_dict(cpp.state_dict())
     return cpp, py
 
@@ -30,7 +33,7 @@ def cpp_and_python(variant, dtype):
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_hyena_parity_forward_backward(variant, dtype):
     cpp, py = cpp_and_python(variant, dtype)
-    assert sorted(py.state_dict()) == sorted(cpp.state_dict())
+    assert list(py.state_dict()) == list(cpp.state_dict())
     assert py.num_parameters() == cpp.num_parameters()
     ids = torch.randint(0, 19, (3, 13))
     out_c, out_p = cpp(ids, return_hidden=True), py(ids, return_hidden=True)
@@ -79,3 +82,14 @@ def test_hyena_operator_alone():
         HyenaOperator(8, 20, emb_dim=4)
     with pytest.raises(ValueError, match="exceeds l_max"):
         op(torch.randn(1, 21, 8, dtype=torch.float64))
+
+
+def test_hyena_init_modes_and_errors():
+    assert HyenaOperator(8, 20).init == "torch"
+    with pytest.raises(ValueError, match="init must be one of 'torch', 'safari', 'kaiming', got 'llama'"):
+        HyenaOperator(8, 20, init="llama")
+    with pytest.raises(ValueError, match="hyena \"init\" must be one of"):
+        SequenceModel.from_config({"arch": "hyena", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16,
+                                   "init": "scaled"})
+    op = HyenaOperator(16, 32, init="safari", n_layers=8)
+    assert torch.equal(op.in_proj.bias, torch.zeros(48)) and torch.equal(op.filter.mlp[0].bias, torch.zeros(64))

@@ -18,7 +18,11 @@ VARIANTS = {
     "kernel3": {"heads": 2, "kernel": 3},
     "flat_kernel2": {"kernel": 2},
     "expanded": {"heads": 2, "mixer": "expanded"},
+    "expanded_flat_dropout": {"mixer": "expanded", "mixer_dropout": 0.3},
     "frozen": {"heads": 2, "mixer": "frozen"},
+    "frozen_flat_kernel2": {"mixer": "frozen", "kernel": 2},
+    "final_norm_scaled": {"heads": 2, "final_norm": True, "init": "scaled"},
+    "final_rmsnorm_tied": {"final_norm": True, "norm": "rmsnorm", "tie_embeddings": True},
     "masked": {"heads": 2, "mixer": "masked"},
     "rmsnorm_mixer_first_gelu": {"heads": 4, "norm": "rmsnorm", "block_order": "mixer_first", "activation": "gelu"},
     "tied_relu": {"tie_embeddings": True, "activation": "relu", "ffn_mult": 2},
@@ -36,7 +40,7 @@ def cpp_and_python(variant, dtype, n_layers=2, d_model=12, max_len=16, vocab=23)
                 p.normal_(0, 0.1)
     py = SequenceModel.from_config(cpp, dtype=dtype)
     py.load_state_dict(cpp.state_dict())
-    return cpp, py
+    return cpp.eval(), py.eval()  # eval: the expanded mixer's dropout (0.1 by default) off
 
 
 def grads(model):
@@ -63,7 +67,8 @@ def test_model_parity_forward_backward(variant, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-@pytest.mark.parametrize("variant", ["flat", "heads4", "kernel3", "expanded", "frozen", "masked"])
+@pytest.mark.parametrize("variant", ["flat", "heads4", "kernel3", "expanded", "expanded_flat_dropout", "frozen",
+                                     "frozen_flat_kernel2", "masked"])
 def test_mixer_alone_parity(variant, dtype):
     """The C++ mixer isolated inside a one-block model whose FFN outputs zero:
     hidden = e + mixer(LayerNorm(e)) for the embeddings e."""
@@ -71,7 +76,7 @@ def test_mixer_alone_parity(variant, dtype):
     with torch.no_grad():
         cpp.blocks[0].ffn_out.weight.zero_()
         cpp.blocks[0].ffn_out.bias.zero_()
-    mixer = ToeplitzMixer.from_config(cpp.config, dtype=dtype)
+    mixer = ToeplitzMixer.from_config(cpp.config, dtype=dtype).eval()
     own = {k[len("blocks.0.mixer."):]: v for k, v in cpp.state_dict().items() if k.startswith("blocks.0.mixer.")}
     mixer.load_state_dict(own)
     ids = torch.randint(0, 23, (2, 11))
@@ -80,6 +85,8 @@ def test_mixer_alone_parity(variant, dtype):
     y_cpp = cpp.hidden_states(ids) - e
     y = mixer(u)
     assert rel_err(y, y_cpp) <= PARITY[dtype] * 4  # the subtraction of e adds one rounding
+    if not list(mixer.parameters()):  # flat frozen: nothing to train
+        return
     r = torch.randn(y.shape, dtype=dtype)
     (y_cpp * r).sum().backward()
     (y * r).sum().backward()
@@ -87,7 +94,8 @@ def test_mixer_alone_parity(variant, dtype):
         assert rel_err(p.grad, cpp.get_parameter(f"blocks.0.mixer.{name}").grad) <= PARITY[dtype], name
 
 
-@pytest.mark.parametrize("variant", ["flat", "kernel3", "expanded", "masked", "rmsnorm_mixer_first_gelu"])
+@pytest.mark.parametrize("variant", ["flat", "kernel3", "expanded", "masked", "rmsnorm_mixer_first_gelu",
+                                     "final_rmsnorm_tied"])
 def test_step_matches_cpp_decoder_and_forward(variant):
     cpp, py = cpp_and_python(variant, torch.float64)
     cpp.eval(), py.eval()
@@ -122,17 +130,19 @@ def test_step_blocks_of_any_length_and_errors():
 
 
 def test_names_shapes_and_init_match_cpp():
-    for variant in ("flat", "heads4", "kernel3", "expanded", "frozen", "masked"):
+    for variant in ("flat", "heads4", "kernel3", "expanded", "frozen", "frozen_flat_kernel2", "masked"):
         cpp, _ = cpp_and_python(variant, torch.float32, n_layers=1)
         mixer = ToeplitzMixer.from_config(cpp.config)
         own = {k[len("blocks.0.mixer."):]: v.shape for k, v in cpp.state_dict().items() if ".mixer." in k}
         assert {k: v.shape for k, v in mixer.state_dict().items()} == own, variant
         cpp_params = {n for n, _ in cpp.named_parameters() if ".mixer." in n}
         assert {f"blocks.0.mixer.{n}" for n, _ in mixer.named_parameters()} == cpp_params, variant
+        assert [n for n, _ in mixer.named_buffers()] == [n[len("blocks.0.mixer."):] for n, _ in cpp.named_buffers()
+                                                         if n.startswith("blocks.0.mixer.")], variant
     frozen = ToeplitzMixer(8, 64, frozen=True)
-    assert "weight" in dict(frozen.named_buffers()) and "weight" not in dict(frozen.named_parameters())
+    assert set(dict(frozen.named_buffers())) == {"weight", "bias"} and not list(frozen.parameters())
     big = ToeplitzMixer(64, 2048, heads=4, kernel=2)
-    assert abs(big.weight.std().item() / (2.0 / (2 * 2048)) ** 0.5 - 1) < 0.03
+    assert abs(big.weight.std().item() / (2.0 / 2048) ** 0.5 - 1) < 0.03  # fan-in N per tap
     assert abs(big.in_proj.weight.std().item() / (2.0 / 64) ** 0.5 - 1) < 0.03
     assert (big.bias == 0).all() and (big.in_proj.bias == 0).all()
 
@@ -169,7 +179,7 @@ def test_odd_tiny_empty_and_noncontiguous_inputs():
 
 def test_gradcheck_float64():
     for kwargs in ({"heads": 2, "kernel": 2}, {"expanded": True}, {"masked": True, "heads": 2}):
-        m = ToeplitzMixer(4, 6, **kwargs).double()
+        m = ToeplitzMixer(4, 6, **kwargs).double().eval()  # eval: the expanded mixer's dropout off
         with torch.no_grad():
             m.bias.normal_()
         x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
@@ -255,9 +265,48 @@ def test_sequence_model_loss_and_shift_labels():
 
 
 def test_from_config_refuses_keys_it_cannot_reproduce():
-    config = {"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16, "mixer_dropout": 0.1}
-    with pytest.raises(ValueError, match="'mixer_dropout' have no Python counterpart"):
+    config = {"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16, "rotary": True}
+    with pytest.raises(ValueError, match="'rotary' have no Python counterpart"):
         SequenceModel.from_config(config)
+    del config["rotary"]
+    with pytest.raises(ValueError, match="tmm \"init\" must be one of 'kaiming', 'scaled', got 'safari'"):
+        SequenceModel.from_config({**config, "init": "safari"})
+    with pytest.raises(ValueError, match="mixer_dropout applies to expanded=True only"):
+        SequenceModel.from_config({**config, "mixer_dropout": 0.2})
     with pytest.raises(ValueError, match="must be \"tmm\" or \"hyena\""):
         SequenceModel.from_config({**config, "arch": "mamba2"})
     assert SequenceModel.from_config("tmm-tiny").num_parameters() == tmm.models.build("tmm-tiny").num_parameters()
+
+
+def test_expanded_dropout_acts_in_train_mode_only():
+    m = ToeplitzMixer(8, 16, expanded=True)
+    assert m.mixer_dropout == 0.1 and m.dropout.p == 0.1
+    assert ToeplitzMixer(8, 16).mixer_dropout == 0.0 and not hasattr(ToeplitzMixer(8, 16), "dropout")
+    x = torch.randn(2, 16, 8)
+    with torch.no_grad():
+        m.train()
+        assert not torch.equal(m(x), m(x))
+        m.eval()
+        assert torch.equal(m(x), m(x))
+    m0 = ToeplitzMixer(8, 16, expanded=True, mixer_dropout=0.0).train()
+    with torch.no_grad():
+        assert torch.equal(m0(x), m0(x))
+    with pytest.raises(ValueError, match="mixer_dropout must be in"):
+        ToeplitzMixer(8, 16, expanded=True, mixer_dropout=1.0)
+    with pytest.raises(ValueError, match="init must be one of"):
+        ToeplitzMixer(8, 16, init="torch")
+
+
+def test_frozen_trains_neither_weight_nor_bias():
+    torch.manual_seed(0)
+    model = SequenceModel.from_config({"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16,
+                                       "mixer": "frozen"})
+    before = {k: v.clone() for k, v in model.state_dict().items() if ".mixer." in k}
+    assert set(before) == {"blocks.0.mixer.weight", "blocks.0.mixer.bias"}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ids = torch.randint(0, 11, (2, 9))
+    model(ids, labels=ids).loss.backward()
+    opt.step()
+    for k, v in model.state_dict().items():
+        if k in before:
+            assert torch.equal(v, before[k]), k

@@ -9,8 +9,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import make_linear, positive, reset_linear
+from .layers import choice, positive, reset_linear, reset_linear_normal, reset_linear_torch, residual_scale
 from .toeplitz_mixer import online_mix
+
+# "torch" (the authors' HyenaModel, the zoo's default: torch's default init),
+# "safari" (safari's LM: every Linear N(0, 0.02^2), zero biases, out_proj
+# N(0, (0.02 / sqrt(2 n_layers))^2)), "kaiming" (tmm's former: Kaiming-normal
+# projections, torch's default filter MLP). csrc/models/hyena.cpp.
+INITS = ("torch", "safari", "kaiming")
+SAFARI_STD = 0.02
 
 
 def _feature_dtype(like):
@@ -25,10 +32,14 @@ def _normalized_time(L, max_len, like):
 
 class HyenaFilter(nn.Module):
     """The implicit long filter: positional features -> (Linear, sin) x 3 ->
-    Linear -> exponential decay; ``D`` the skip term (safari's HyenaFilter)."""
+    Linear -> exponential decay; ``D`` the skip term (safari's HyenaFilter).
+    ``init``: the MLP keeps torch's default init, or N(0, 0.02^2) weights and
+    zero biases with "safari"."""
 
-    def __init__(self, d_model, l_max, emb_dim=3, filter_order=64, w=1.0, modulate=True, device=None, dtype=None):
+    def __init__(self, d_model, l_max, emb_dim=3, filter_order=64, w=1.0, modulate=True, init="torch", device=None,
+                 dtype=None):
         super().__init__()
+        self.init = choice("HyenaFilter", "init", init, INITS)
         positive("HyenaFilter", d_model=d_model, l_max=l_max, filter_order=filter_order)
         if isinstance(emb_dim, bool) or not isinstance(emb_dim, int) or emb_dim < 3 or emb_dim % 2 == 0:
             raise ValueError(
@@ -48,7 +59,10 @@ class HyenaFilter(nn.Module):
 
     def reset_parameters(self):
         for layer in self.mlp:
-            layer.reset_parameters()
+            if self.init == "safari":
+                reset_linear_normal(layer, SAFARI_STD)
+            else:
+                reset_linear_torch(layer)
         with torch.no_grad():
             self.freq.fill_(self.sin_freq)
             self.D.normal_()
@@ -117,22 +131,27 @@ class HyenaOperator(nn.Module):
     filter_order=64, ...)``) where the C++ operator has them: ``emb_dim``,
     ``w`` (the sine frequency, the zoo's filter_sin_freq), ``modulate``, and
     ``short_filter`` (safari's short_filter_order). Only order 2, one head,
-    inner_factor 1 exist here. Decoding: :meth:`start_decoding`, :meth:`step`.
+    inner_factor 1 exist here. ``init`` as the zoo Hyena's (``INITS``;
+    "safari" scales out_proj by 1/sqrt(2 ``n_layers``)). Decoding:
+    :meth:`start_decoding`, :meth:`step`.
     """
 
     def __init__(self, d_model, l_max, order=2, filter_order=64, emb_dim=3, short_filter=3, w=1.0, modulate=True,
-                 device=None, dtype=None):
+                 init="torch", n_layers=1, device=None, dtype=None):
         super().__init__()
         positive("HyenaOperator", d_model=d_model, l_max=l_max, short_filter=short_filter)
         if order != 2:
             raise ValueError(f"HyenaOperator: only order=2 is built (as the zoo's Hyena), got order={order!r}")
-        self.d_model, self.l_max = d_model, l_max
+        self.init = choice("HyenaOperator", "init", init, INITS)
+        positive("HyenaOperator", n_layers=n_layers)
+        self.d_model, self.l_max, self.n_layers = d_model, l_max, n_layers
         kw = {"device": device, "dtype": dtype}
-        self.in_proj = make_linear(d_model, 3 * d_model, True, **kw)
+        self.in_proj = nn.Linear(d_model, 3 * d_model, **kw)
         self.short_filter = ShortConv(3 * d_model, short_filter, **kw)
         self.filter = HyenaFilter(d_model, l_max, emb_dim=emb_dim, filter_order=filter_order, w=w,
-                                  modulate=modulate, **kw)
-        self.out_proj = make_linear(d_model, d_model, True, **kw)
+                                  modulate=modulate, init="safari" if init == "safari" else "torch", **kw)
+        self.out_proj = nn.Linear(d_model, d_model, **kw)
+        self.reset_parameters()
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
@@ -140,13 +159,23 @@ class HyenaOperator(nn.Module):
         return cls(config["d_model"], config["max_len"], filter_order=config.get("filter_order", 64),
                    emb_dim=config.get("emb_dim", 3), short_filter=config.get("short_filter", 3),
                    w=config.get("filter_sin_freq", 1.0), modulate=config.get("modulate", True),
+                   init=config.get("init", "torch"), n_layers=config.get("n_layers", 1) or 1,
                    device=device, dtype=dtype)
 
     def reset_parameters(self):
-        reset_linear(self.in_proj)
+        """The C++ operator's init for ``init`` (the one place it lives)."""
         self.short_filter.reset_parameters()
         self.filter.reset_parameters()
-        reset_linear(self.out_proj)
+        for layer in (self.in_proj, self.out_proj):
+            if self.init == "kaiming":
+                reset_linear(layer)
+            elif self.init == "torch":
+                reset_linear_torch(layer)
+            else:
+                reset_linear_normal(layer, SAFARI_STD)
+        if self.init == "safari":
+            with torch.no_grad():
+                self.out_proj.weight.mul_(residual_scale(self.n_layers))
 
     def forward(self, x):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:

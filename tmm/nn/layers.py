@@ -33,6 +33,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
 
+    def reset_parameters(self):
+        with torch.no_grad():
+            self.weight.fill_(1.0)
+
     def forward(self, x):
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
         xf = x.to(acc)
@@ -65,7 +69,34 @@ def reset_linear(layer):
             layer.bias.zero_()
 
 
+def reset_linear_torch(layer):
+    """torch's default Linear init, U(+-1/sqrt(fan_in)) weight and bias (Hyena's "torch")."""
+    layer.reset_parameters()
+
+
+def reset_linear_normal(layer, std):
+    """N(0, std^2) weight, zero bias (safari's GPT-2 style _init_weights)."""
+    with torch.no_grad():
+        layer.weight.normal_(0.0, std)
+        if layer.bias is not None:
+            layer.bias.zero_()
+
+
+def residual_scale(n_layers):
+    """GPT-2's 1/sqrt(2 n_layers) for a residual branch's last weight (n_layers >= 1)."""
+    return 1.0 / math.sqrt(2.0 * max(int(n_layers), 1))
+
+
 def toeplitz_init_(t, fan_in):
-    """Toeplitz vectors: N(0, 2 / fan_in), the authors' init for w (fan_in = K * N)."""
+    """Toeplitz vectors: N(0, 2 / fan_in), the authors' init for w (fan_in = N:
+    their kernel weight is K x N, so torch's fan-in is its N)."""
     with torch.no_grad():
         return t.normal_(0.0, math.sqrt(2.0 / fan_in))
+
+
+def uniform_init_(t, fan_in):
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)): torch's Conv1d default, the masked
+    mixer's matrix and bias (fan_in = N)."""
+    bound = 1.0 / math.sqrt(fan_in)
+    with torch.no_grad():
+        return t.uniform_(-bound, bound)

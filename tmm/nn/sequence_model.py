@@ -11,9 +11,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..models._mirror import LMOutput, ModelConfig, shifted_labels
-from .layers import NORMS, choice, make_linear, make_norm, positive
+from .layers import NORMS, choice, make_linear, make_norm, positive, reset_linear, reset_linear_normal, reset_linear_torch
 from .hyena import HyenaOperator
-from .tmm_block import TMMBlock
+from .tmm_block import INITS, SAFARI_STD, TMMBlock
 from .toeplitz_mixer import ToeplitzMixer
 
 
@@ -50,14 +50,14 @@ def _named_parameters(factory):
     return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
-def build_mixer(factory, d_model, max_len, layer_idx, mixer_kwargs, device=None, dtype=None):
+def build_mixer(factory, d_model, max_len, layer_idx, mixer_kwargs, device=None, dtype=None, n_layers=None):
     """factory(d_model, **mixer_kwargs), adding what its signature names:
     the sequence length (as max_len, l_max or seq_len: the first it names),
-    layer_idx, device and dtype (when given)."""
+    layer_idx, n_layers, device and dtype (when given)."""
     kwargs = dict(mixer_kwargs)
     names = _named_parameters(factory)
     length = next((n for n in ("max_len", "l_max", "seq_len") if n in names), None)
-    offered = {"layer_idx": layer_idx, "device": device, "dtype": dtype}
+    offered = {"layer_idx": layer_idx, "n_layers": n_layers, "device": device, "dtype": dtype}
     if length:
         offered[length] = max_len
     for name, value in offered.items():
@@ -72,8 +72,12 @@ def build_mixer(factory, d_model, max_len, layer_idx, mixer_kwargs, device=None,
 
 # The zoo config keys from_config reproduces (docs/models.md).
 _COMMON_KEYS = {"arch", "vocab_size", "d_model", "n_layers", "max_len", "dropout", "tie_embeddings"}
-_ZOO_KEYS = {"tmm": {"heads", "kernel", "mixer", "ffn_mult", "activation", "block_order", "norm"},
-             "hyena": {"ffn_mult", "short_filter", "filter_order", "emb_dim", "filter_sin_freq", "modulate"}}
+_ZOO_KEYS = {"tmm": {"heads", "kernel", "mixer", "ffn_mult", "activation", "block_order", "norm", "mixer_dropout",
+                     "final_norm", "init"},
+             "hyena": {"ffn_mult", "short_filter", "filter_order", "emb_dim", "filter_sin_freq", "modulate",
+                       "final_norm", "init"}}
+# The values of those keys this port builds (the C++ models' choices).
+_ZOO_CHOICES = {("tmm", "init"): ("kaiming", "scaled"), ("hyena", "init"): ("torch", "safari", "kaiming")}
 
 # The keys of a "mixer" config (SequenceModel.from_mixer_config), sizes first.
 MIXER_CONFIG_KEYS = ("mixer", "vocab_size", "d_model", "n_layers", "max_len", "mixer_kwargs", "ffn_mult", "activation",
@@ -92,7 +96,12 @@ class SequenceModel(nn.Module):
     ``layer_idx``, ``device``, ``dtype`` where its signature names them.
     The block options are TMMBlock's; the defaults are the zoo TMM's (FFN
     first, LayerNorm, no final norm, untied head); Zoology's layout is
-    ``block_order="mixer_first", final_norm=True``. Names: embed.weight,
+    ``block_order="mixer_first", final_norm=True``. ``init`` (with the
+    FFN's, TMMBlock's choices) is the embedding's and head's too: "kaiming"
+    (TMM's: embedding N(0, 1), or N(0, 2/d) when tied, Kaiming head),
+    "scaled" (as kaiming), "torch" (torch's defaults: Hyena's), "safari"
+    (N(0, 0.02^2) embedding and head). ``registration``: TMMBlock's (the
+    zoo Hyena registers each block's mixer first). Names: embed.weight,
     blocks.<i>.{ffn_norm, ffn_in, ffn_out, mixer_norm, mixer}.*,
     final_norm.* (with final_norm), head.weight (absent when tied).
 
@@ -104,25 +113,60 @@ class SequenceModel(nn.Module):
 
     def __init__(self, mixer_factory, vocab_size, d_model, n_layers, max_len, *, mixer_kwargs=None, ffn_mult=4,
                  activation="silu", block_order="ffn_first", norm="layernorm", final_norm=False, dropout=0.0,
-                 tie_embeddings=False, shift_labels=False, device=None, dtype=None):
+                 tie_embeddings=False, shift_labels=False, init="kaiming", registration="ffn_first",
+                 device=None, dtype=None):
         super().__init__()
         positive("SequenceModel", vocab_size=vocab_size, d_model=d_model, max_len=max_len)
         if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 0:
             raise ValueError(f"SequenceModel: n_layers must be an integer >= 0, got {n_layers!r}")
         choice("SequenceModel", "norm", norm, NORMS)
+        self.init = choice("SequenceModel", "init", init, INITS)
+        # TMM's tie_io re-initialises a tied embedding; Hyena's "kaiming" does not (from_config clears it)
+        self.tied_kaiming = init in ("kaiming", "scaled")
         factory = resolve_mixer_factory(mixer_factory)
         self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
         self.tie_embeddings, self.shift_labels = bool(tie_embeddings), bool(shift_labels)
         kw = {"device": device, "dtype": dtype}
         self.embed = nn.Embedding(vocab_size, d_model, **kw)
         self.blocks = nn.ModuleList(
-            TMMBlock(d_model, mixer=build_mixer(factory, d_model, max_len, i, mixer_kwargs or {}, **kw),
+            TMMBlock(d_model, mixer=build_mixer(factory, d_model, max_len, i, mixer_kwargs or {}, n_layers=n_layers,
+                                                **kw),
                      ffn_mult=ffn_mult, activation=activation, block_order=block_order, norm=norm,
-                     dropout=dropout, **kw)
+                     dropout=dropout, init=init, n_layers=max(n_layers, 1), registration=registration, **kw)
             for i in range(n_layers)
         )
         self.final_norm = make_norm(norm, d_model, **kw) if final_norm else None
         self.head = None if tie_embeddings else make_linear(d_model, vocab_size, False, **kw)
+        self._reset_embed_and_head()
+
+    def _reset_embed_and_head(self):
+        """The C++ models' embedding and head init for ``init``."""
+        with torch.no_grad():
+            if self.init == "safari":
+                self.embed.weight.normal_(0.0, SAFARI_STD)
+            elif self.tied_kaiming and self.tie_embeddings:
+                # the TMM authors' tie_io re-initialises the shared V x d weight Kaiming: N(0, 2/d)
+                nn.init.kaiming_normal_(self.embed.weight, a=0.0, mode="fan_in", nonlinearity="relu")
+            else:
+                self.embed.reset_parameters()
+        if self.head is not None:
+            if self.init == "torch":
+                reset_linear_torch(self.head)
+            elif self.init == "safari":
+                reset_linear_normal(self.head, SAFARI_STD)
+            else:
+                reset_linear(self.head)
+
+    def reset_parameters(self):
+        """Re-initialises everything as at construction: each block (and its
+        mixer, where it has reset_parameters), the final norm, embedding, head."""
+        for block in self.blocks:
+            if hasattr(block.mixer, "reset_parameters"):
+                block.mixer.reset_parameters()
+            block.reset_parameters()
+        if self.final_norm is not None:
+            self.final_norm.reset_parameters()
+        self._reset_embed_and_head()
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
@@ -146,22 +190,35 @@ class SequenceModel(nn.Module):
             if unknown:
                 raise ValueError(f"SequenceModel.from_config: the {arch} key(s) {', '.join(map(repr, unknown))} "
                                  "have no Python counterpart here (tmm.nn builds the C++ model of docs/models.md)")
+            for (a, key), allowed in _ZOO_CHOICES.items():
+                if a == arch and key in config and config[key] not in allowed:
+                    raise ValueError(f"SequenceModel.from_config: {arch} \"{key}\" must be one of "
+                                     f"{', '.join(map(repr, allowed))}, got {config[key]!r}")
         common = {"ffn_mult": config.get("ffn_mult", 4), "dropout": config.get("dropout", 0.0),
                   "tie_embeddings": config.get("tie_embeddings", False), "device": device, "dtype": dtype}
         sizes = (config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"])
         if arch == "tmm":
             mixer = config.get("mixer", "toeplitz")
+            init = config.get("init", "kaiming")
             mixer_kwargs = {"heads": config.get("heads", 0), "kernel": config.get("kernel", 1),
-                            "expanded": mixer == "expanded", "frozen": mixer == "frozen", "masked": mixer == "masked"}
+                            "expanded": mixer == "expanded", "frozen": mixer == "frozen", "masked": mixer == "masked",
+                            "mixer_dropout": config.get("mixer_dropout"), "init": init}
             return cls(ToeplitzMixer, *sizes, mixer_kwargs=mixer_kwargs, activation=config.get("activation", "silu"),
                        block_order=config.get("block_order", "ffn_first"), norm=config.get("norm", "layernorm"),
-                       final_norm=False, **common)
-        if arch == "hyena":  # mixer first, GELU, LayerNorm, a final LayerNorm (csrc/models/hyena.cpp)
+                       final_norm=config.get("final_norm", False), init=init, **common)
+        if arch == "hyena":  # mixer first, GELU, LayerNorm, final LayerNorm opt-in (csrc/models/hyena.cpp)
+            init = config.get("init", "torch")
             mixer_kwargs = {"filter_order": config.get("filter_order", 64), "emb_dim": config.get("emb_dim", 3),
                             "short_filter": config.get("short_filter", 3), "w": config.get("filter_sin_freq", 1.0),
-                            "modulate": config.get("modulate", True)}
-            return cls(HyenaOperator, *sizes, mixer_kwargs=mixer_kwargs, activation="gelu", block_order="mixer_first",
-                       norm="layernorm", final_norm=True, **common)
+                            "modulate": config.get("modulate", True), "init": init}
+            model = cls(HyenaOperator, *sizes, mixer_kwargs=mixer_kwargs, activation="gelu",
+                        block_order="mixer_first", norm="layernorm", final_norm=config.get("final_norm", False),
+                        init=init, registration="mixer_first", **common)
+            if init == "kaiming":  # Hyena's former init keeps a tied embedding N(0, 1)
+                model.tied_kaiming = False
+                if model.tie_embeddings:
+                    model.embed.reset_parameters()
+            return model
         raise ValueError(f"SequenceModel.from_config: \"arch\" must be \"tmm\" or \"hyena\", got {arch!r}")
 
     @classmethod

@@ -1,12 +1,20 @@
 """TMM's block as a plain nn.Module: x += FFN(norm(x)); x += Mixer(norm(x))
 (feed-forward first by default), the C++ TMMBlock's mathematics and names
 (ffn_norm, ffn_in, ffn_out, mixer_norm, mixer, drop)."""
+import torch
 from torch import nn
 
-from .layers import ACTIVATIONS, NORMS, choice, make_linear, make_norm, positive
+from .layers import (ACTIVATIONS, NORMS, choice, make_linear, make_norm, positive, reset_linear, reset_linear_normal,
+                     reset_linear_torch, residual_scale)
 from .toeplitz_mixer import ToeplitzMixer
 
 BLOCK_ORDERS = ("ffn_first", "mixer_first")
+# The FFN's init: "kaiming" (TMM's, the default), "scaled" (TMM's extension:
+# then ffn_out.weight / sqrt(2 n_layers)), "torch" (nn.Linear's default, the
+# zoo Hyena's), "safari" (N(0, 0.02^2), zero biases, ffn_out N(0, (0.02 /
+# sqrt(2 n_layers))^2): safari's LM).
+INITS = ("kaiming", "scaled", "torch", "safari")
+SAFARI_STD = 0.02
 
 
 class TMMBlock(nn.Module):
@@ -16,21 +24,34 @@ class TMMBlock(nn.Module):
     ``mixer_kwargs`` (heads, kernel, expanded, frozen, masked), or any module
     given as ``mixer`` (B x L x d -> B x L x d). FFN: Linear(d, ffn_mult*d),
     ``activation`` (silu | gelu | relu), Linear back; ``norm`` layernorm |
-    rmsnorm; dropout on each branch's output in training mode.
+    rmsnorm; dropout on each branch's output in training mode. ``init``
+    (with ``n_layers`` for "scaled" and "safari") initialises the FFN as the
+    C++ models do: "kaiming" (TMM), "scaled" (TMM's extension), "torch"
+    (Hyena's default), "safari" (Hyena's "safari"); the mixer keeps its own.
+    ``registration``: the order of the submodules in named_parameters() and
+    state_dict(): "ffn_first" (the C++ TMMBlock's, whatever its
+    block_order) or "mixer_first" (the C++ HyenaBlock's).
     """
 
     def __init__(self, d_model, max_len=None, *, mixer=None, ffn_mult=4, activation="silu",
-                 block_order="ffn_first", norm="layernorm", dropout=0.0, device=None, dtype=None, **mixer_kwargs):
+                 block_order="ffn_first", norm="layernorm", dropout=0.0, init="kaiming", n_layers=1, registration="ffn_first",
+                 device=None, dtype=None, **mixer_kwargs):
         super().__init__()
         positive("TMMBlock", d_model=d_model, ffn_mult=ffn_mult)
         self.activation = choice("TMMBlock", "activation", activation, tuple(ACTIVATIONS))
         self.block_order = choice("TMMBlock", "block_order", block_order, BLOCK_ORDERS)
         choice("TMMBlock", "norm", norm, NORMS)
+        self.init = choice("TMMBlock", "init", init, INITS)
+        choice("TMMBlock", "registration", registration, BLOCK_ORDERS)
+        positive("TMMBlock", n_layers=n_layers)
+        self.n_layers = n_layers
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"TMMBlock: dropout must be in [0, 1), got {dropout!r}")
         if mixer is None:
             if max_len is None:
                 raise ValueError("TMMBlock: give max_len (for its ToeplitzMixer) or a mixer module")
+            if init in ("kaiming", "scaled"):  # the block's TMM init reaches its ToeplitzMixer
+                mixer_kwargs = {"init": init, "n_layers": n_layers, **mixer_kwargs}
             mixer = ToeplitzMixer(d_model, max_len, device=device, dtype=dtype, **mixer_kwargs)
         elif mixer_kwargs:
             raise ValueError(f"TMMBlock: {', '.join(sorted(mixer_kwargs))} configure the ToeplitzMixer; "
@@ -38,13 +59,34 @@ class TMMBlock(nn.Module):
         elif not isinstance(mixer, nn.Module):
             raise TypeError(f"TMMBlock: mixer must be an nn.Module, got {type(mixer).__name__}")
         kw = {"device": device, "dtype": dtype}
-        # Registration order is the C++ block's.
+        # Registration order is the C++ block's (TMMBlock's or HyenaBlock's).
+        if registration == "mixer_first":
+            self.mixer_norm = make_norm(norm, d_model, **kw)
+            self.mixer = mixer
         self.ffn_norm = make_norm(norm, d_model, **kw)
         self.ffn_in = make_linear(d_model, ffn_mult * d_model, True, **kw)
         self.ffn_out = make_linear(ffn_mult * d_model, d_model, True, **kw)
-        self.mixer_norm = make_norm(norm, d_model, **kw)
-        self.mixer = mixer
+        if registration == "ffn_first":
+            self.mixer_norm = make_norm(norm, d_model, **kw)
+            self.mixer = mixer
         self.drop = nn.Dropout(dropout)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """The FFN's init (``init``); norms to ones and zeros. The mixer's own
+        init is its reset_parameters."""
+        for norm in (self.ffn_norm, self.mixer_norm):
+            norm.reset_parameters()
+        for layer in (self.ffn_in, self.ffn_out):
+            if self.init in ("kaiming", "scaled"):
+                reset_linear(layer)
+            elif self.init == "torch":
+                reset_linear_torch(layer)
+            else:
+                reset_linear_normal(layer, SAFARI_STD)
+        if self.init in ("scaled", "safari"):
+            with torch.no_grad():
+                self.ffn_out.weight.mul_(residual_scale(self.n_layers))
 
     def _ffn(self, h):
         return self.ffn_out(ACTIVATIONS[self.activation](self.ffn_in(self.ffn_norm(h))))

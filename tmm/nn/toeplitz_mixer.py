@@ -6,9 +6,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import make_linear, positive, reset_linear, toeplitz_init_
+from .layers import choice, make_linear, positive, reset_linear, residual_scale, toeplitz_init_, uniform_init_
 
 VARIANTS = ("toeplitz", "expanded", "frozen", "masked")
+INITS = ("kaiming", "scaled")
+EXPANDED_DROPOUT = 0.1  # the authors' heads version (csrc/models/tmm.cpp)
 
 
 def causal_matrix_mix(x, matrix, bias):
@@ -31,15 +33,20 @@ class ToeplitzMixer(nn.Module):
     ``out_proj`` (d -> d, with bias) around h groups of d/h channels, each
     with its own vector. ``kernel=k``: output channel c mixes channels
     c-k+1..c of its group. Variants (at most one): ``expanded``
-    (Toeplitz -> SiLU -> Toeplitz, adding ``weight2``, ``bias2``),
-    ``frozen`` (``weight`` is a buffer: saved, never trained), ``masked`` (a
-    full lower-triangular max_len x max_len matrix per group; kernel 1).
-    Init: Kaiming-normal (fan-in) Linear weights and Toeplitz vectors, zero
-    biases, as the C++ mixer. Decoding: :meth:`start_decoding`, :meth:`step`.
+    (Toeplitz -> SiLU -> dropout -> Toeplitz, adding ``weight2``, ``bias2``
+    and ``dropout``; ``mixer_dropout`` defaults to 0.1 there, as the authors',
+    and must be 0 for the other variants), ``frozen`` (``weight`` and ``bias``
+    are buffers: saved, never trained), ``masked`` (a full lower-triangular
+    max_len x max_len matrix per group; kernel 1).
+    Init, as the C++ mixer: Kaiming-normal (fan-in) Linear weights, zero
+    biases; Toeplitz vectors N(0, 2/max_len) per tap; the masked matrix and
+    bias U(+-1/sqrt(max_len)). ``init="scaled"`` (a tmm extension) divides
+    the last weight (out_proj's with heads, else the Toeplitz vectors) by
+    sqrt(2 n_layers). Decoding: :meth:`start_decoding`, :meth:`step`.
     """
 
     def __init__(self, d_model, max_len, heads=0, kernel=1, expanded=False, frozen=False, masked=False,
-                 device=None, dtype=None):
+                 mixer_dropout=None, init="kaiming", n_layers=1, device=None, dtype=None):
         super().__init__()
         positive("ToeplitzMixer", d_model=d_model, max_len=max_len, kernel=kernel)
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 0:
@@ -55,7 +62,17 @@ class ToeplitzMixer(nn.Module):
                 f"ToeplitzMixer: expanded, frozen and masked exclude each other, got {' and '.join(chosen)}")
         if masked and kernel != 1:
             raise ValueError(f"ToeplitzMixer: kernel must be 1 with masked=True, got {kernel}")
+        if mixer_dropout is None:
+            mixer_dropout = EXPANDED_DROPOUT if expanded else 0.0
+        if isinstance(mixer_dropout, bool) or not isinstance(mixer_dropout, (int, float)) \
+                or not 0.0 <= mixer_dropout < 1.0:
+            raise ValueError(f"ToeplitzMixer: mixer_dropout must be in [0, 1), got {mixer_dropout!r}")
+        if mixer_dropout and not expanded:
+            raise ValueError(f"ToeplitzMixer: mixer_dropout applies to expanded=True only, got {mixer_dropout!r}")
+        self.init = choice("ToeplitzMixer", "init", init, INITS)
+        positive("ToeplitzMixer", n_layers=n_layers)
         self.d_model, self.max_len, self.heads, self.kernel = d_model, max_len, heads, kernel
+        self.n_layers, self.mixer_dropout = n_layers, float(mixer_dropout)
         self.variant = chosen[0] if chosen else "toeplitz"
         G, K, N = (heads or 1), kernel, max_len
         kw = {"device": device, "dtype": dtype}
@@ -63,14 +80,16 @@ class ToeplitzMixer(nn.Module):
         if heads:
             self.in_proj = make_linear(d_model, d_model, True, **kw)
         shape = (G, N, N) if masked else (G, K, N)
-        if frozen:
+        if frozen:  # the authors freeze the vectors and the bias: buffers
             self.register_buffer("weight", torch.empty(shape, **kw))
+            self.register_buffer("bias", torch.empty(G, N, **kw))
         else:
             self.weight = nn.Parameter(torch.empty(shape, **kw))
-        self.bias = nn.Parameter(torch.empty(G, N, **kw))
+            self.bias = nn.Parameter(torch.empty(G, N, **kw))
         if expanded:
             self.weight2 = nn.Parameter(torch.empty(G, K, N, **kw))
             self.bias2 = nn.Parameter(torch.empty(G, N, **kw))
+            self.dropout = nn.Dropout(self.mixer_dropout)
         if heads:
             self.out_proj = make_linear(d_model, d_model, True, **kw)
         self.reset_parameters()
@@ -78,28 +97,42 @@ class ToeplitzMixer(nn.Module):
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
         """The mixer of a zoo TMM config (a dict with "d_model", "max_len" and
-        optionally "heads", "kernel", "mixer")."""
+        optionally "heads", "kernel", "mixer", "mixer_dropout", "init",
+        "n_layers")."""
         mixer = config.get("mixer", "toeplitz")
         if mixer not in VARIANTS:
             raise ValueError(
                 f"ToeplitzMixer.from_config: \"mixer\" must be one of {', '.join(VARIANTS)}, got {mixer!r}")
         return cls(config["d_model"], config["max_len"], heads=config.get("heads", 0),
                    kernel=config.get("kernel", 1), expanded=mixer == "expanded", frozen=mixer == "frozen",
-                   masked=mixer == "masked", device=device, dtype=dtype)
+                   masked=mixer == "masked", mixer_dropout=config.get("mixer_dropout"),
+                   init=config.get("init", "kaiming"), n_layers=config.get("n_layers", 1) or 1,
+                   device=device, dtype=dtype)
 
     def reset_parameters(self):
         """The C++ mixer's init (the one place this layer's init lives)."""
-        N, K = self.max_len, self.kernel
-        toeplitz_init_(self.weight, N if self.variant == "masked" else K * N)
-        with torch.no_grad():
-            self.bias.zero_()
+        N = self.max_len
+        if self.heads:
+            reset_linear(self.in_proj)
+        if self.variant == "masked":
+            uniform_init_(self.weight, N)
+            uniform_init_(self.bias, N)
+        else:
+            toeplitz_init_(self.weight, N)
+            with torch.no_grad():
+                self.bias.zero_()
         if self.variant == "expanded":
-            toeplitz_init_(self.weight2, K * N)
+            toeplitz_init_(self.weight2, N)
             with torch.no_grad():
                 self.bias2.zero_()
         if self.heads:
-            reset_linear(self.in_proj)
             reset_linear(self.out_proj)
+        if self.init == "scaled":  # the branch's last weight, GPT-2's 1/sqrt(2 n_layers)
+            with torch.no_grad():
+                last = [self.out_proj.weight] if self.heads else [self.weight] + (
+                    [self.weight2] if self.variant == "expanded" else [])
+                for w in last:
+                    w.mul_(residual_scale(self.n_layers))
 
     def _mix(self, x, weight, bias):
         if self.variant == "masked":
@@ -118,7 +151,7 @@ class ToeplitzMixer(nn.Module):
         h = self.in_proj(x) if self.heads else x
         h = self._mix(h, self.weight, self.bias)
         if self.variant == "expanded":
-            h = self._mix(F.silu(h), self.weight2, self.bias2)
+            h = self._mix(self.dropout(F.silu(h)), self.weight2, self.bias2)
         return self.out_proj(h) if self.heads else h
 
     # Incremental decoding, as the C++ decoder's "cached" method computes it.
@@ -136,7 +169,8 @@ class ToeplitzMixer(nn.Module):
         """x: B x T x d at the state's next T positions -> B x T x d, what
         forward() on everything fed so far gives at those positions. Any T
         (the prompt, or one token at a time); one token costs O(t d).
-        Inference, as the C++ decoder: no gradients flow through a step."""
+        Inference, as the C++ decoder: no gradients flow through a step and
+        the expanded mixer's dropout is off."""
         self._check_input(x)
         if x.shape[0] != state.batch:
             raise ValueError(f"ToeplitzMixer.step: the state holds batch {state.batch}, got x of batch {x.shape[0]}")
@@ -155,7 +189,8 @@ class ToeplitzMixer(nn.Module):
 
     def extra_repr(self):
         return (f"d_model={self.d_model}, max_len={self.max_len}, heads={self.heads}, kernel={self.kernel}, "
-                f"variant={self.variant}")
+                f"variant={self.variant}" + (f", mixer_dropout={self.mixer_dropout}" if self.variant == "expanded" else "")
+                + (f", init={self.init}, n_layers={self.n_layers}" if self.init != "kaiming" else ""))
 
 
 def online_mix(inputs, t, h, weight, bias, masked=False):
