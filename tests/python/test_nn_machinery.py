@@ -13,8 +13,10 @@ from tmm.testing import rel_err, tolerance
 LAYERS = {
     "toeplitz_flat": lambda **kw: ToeplitzMixer(8, 12, **kw),
     "toeplitz_heads_kernel": lambda **kw: ToeplitzMixer(8, 12, heads=2, kernel=2, **kw),
-    "toeplitz_expanded": lambda **kw: ToeplitzMixer(8, 12, heads=2, expanded=True, **kw),
-    "toeplitz_frozen": lambda **kw: ToeplitzMixer(8, 12, frozen=True, **kw),
+    # mixer_dropout 0: these tests compare two runs in training mode (the dropout: test_nn_toeplitz_mixer.py)
+    "toeplitz_expanded": lambda **kw: ToeplitzMixer(8, 12, heads=2, expanded=True, mixer_dropout=0.0, **kw),
+    # with heads: a flat frozen mixer has no parameters to differentiate
+    "toeplitz_frozen": lambda **kw: ToeplitzMixer(8, 12, heads=2, frozen=True, **kw),
     "toeplitz_masked": lambda **kw: ToeplitzMixer(8, 12, heads=2, masked=True, **kw),
     "tmm_block": lambda **kw: TMMBlock(8, 12, heads=2, norm="rmsnorm", **kw),
     "hyena": lambda **kw: HyenaOperator(8, 12, filter_order=8, **kw),
