@@ -81,3 +81,16 @@ def test_script_has_the_mixer_flags():
     s = script.parse_args(["--mixer", "a.B", "--mixer-kwargs", '{"k": 1}', "--mixer-base", "hyena-tiny",
                            "--steps", "1"])
     assert (s.mixer, s.mixer_kwargs, s.mixer_base) == ("a.B", '{"k": 1}', "hyena-tiny")
+
+
+def test_skeleton_takes_final_norm_and_a_tmm_init():
+    from tmm.experiments.model_configs import build_model, mixer_config
+
+    base = {"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 2, "max_len": 16, "final_norm": True,
+            "init": "scaled"}
+    cfg = mixer_config("torch.nn.Identity", {}, base)
+    assert cfg["final_norm"] is True and cfg["init"] == "scaled"
+    model = build_model(cfg)
+    assert model.final_norm is not None and model.init == "scaled" and model.config["init"] == "scaled"
+    hyena = mixer_config("torch.nn.Identity", {}, {**base, "arch": "hyena", "init": "safari"})
+    assert "init" not in hyena  # a Hyena's init names its own layers, not the skeleton's

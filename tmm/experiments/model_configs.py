@@ -64,7 +64,9 @@ def _label(cfg: dict) -> str:
 
 # The block options a user's mixer takes from the skeleton config (--mixer-base).
 _SKELETON_KEYS = ("d_model", "n_layers", "max_len", "vocab_size", "ffn_mult", "activation", "block_order", "norm",
-                  "dropout", "tie_embeddings")
+                  "dropout", "tie_embeddings", "final_norm")
+# A TMM base's init (kaiming | scaled) is the skeleton's too; other archs' inits are their own.
+_SKELETON_INIT_ARCHS = ("tmm",)
 
 
 def mixer_config(mixer: str, mixer_kwargs: dict, base: dict) -> dict:
@@ -80,6 +82,8 @@ def mixer_config(mixer: str, mixer_kwargs: dict, base: dict) -> dict:
         raise SettingsError(f"--mixer: {e}") from None
     cfg = {"arch": "mixer", "mixer": mixer, "mixer_kwargs": dict(mixer_kwargs)}
     cfg.update({k: base[k] for k in _SKELETON_KEYS if k in base})
+    if base.get("arch") in _SKELETON_INIT_ARCHS and "init" in base:
+        cfg["init"] = base["init"]
     return cfg
 
 

@@ -81,9 +81,10 @@ _ZOO_CHOICES = {("tmm", "init"): ("kaiming", "scaled"), ("hyena", "init"): ("tor
 
 # The keys of a "mixer" config (SequenceModel.from_mixer_config), sizes first.
 MIXER_CONFIG_KEYS = ("mixer", "vocab_size", "d_model", "n_layers", "max_len", "mixer_kwargs", "ffn_mult", "activation",
-                     "block_order", "norm", "final_norm", "dropout", "tie_embeddings")
+                     "block_order", "norm", "final_norm", "dropout", "tie_embeddings", "init")
 MIXER_CONFIG_DEFAULTS = {"mixer_kwargs": {}, "ffn_mult": 4, "activation": "silu", "block_order": "ffn_first",
-                         "norm": "layernorm", "final_norm": False, "dropout": 0.0, "tie_embeddings": False}
+                         "norm": "layernorm", "final_norm": False, "dropout": 0.0, "tie_embeddings": False,
+                         "init": "kaiming"}
 
 
 class SequenceModel(nn.Module):
@@ -227,7 +228,7 @@ class SequenceModel(nn.Module):
         (an import path), optional "mixer_kwargs" (a dict), the sizes
         vocab_size, d_model, n_layers, max_len, and optionally the block
         options (ffn_mult, activation, block_order, norm, final_norm,
-        dropout, tie_embeddings). How scripts/compare.py --mixer builds a
+        dropout, tie_embeddings, init: the FFN's, embedding's and head's). How scripts/compare.py --mixer builds a
         user's mixer into the zoo's skeleton; ``model.config`` gives it back."""
         if not isinstance(config, dict) or config.get("arch") != "mixer":
             raise ValueError("SequenceModel.from_mixer_config: expected a dict with \"arch\": \"mixer\"")
