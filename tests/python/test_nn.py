@@ -15,7 +15,7 @@ def test_init_statistics():
     assert m.weight.shape == (G, K, N)
     assert m.bias.shape == (G, N)
     assert m.weight.dtype == torch.float32
-    expected_std = math.sqrt(2.0 / (K * N))  # Kaiming normal, fan_in = kernel * max_len
+    expected_std = math.sqrt(2.0 / N)  # Kaiming normal, fan_in = max_len for every tap (as ToeplitzMixer)
     w = m.weight.detach().double()
     assert abs(w.std().item() / expected_std - 1) < 0.02
     assert abs(w.mean().item()) < 5 * expected_std / math.sqrt(w.numel())
@@ -25,7 +25,7 @@ def test_init_statistics():
 @pytest.mark.parametrize("K", [1, 3])
 def test_init_std_small_kernel(K):
     m = CausalToeplitz(12, 2048, groups=3, kernel=K)
-    expected_std = math.sqrt(2.0 / (K * 2048))
+    expected_std = math.sqrt(2.0 / 2048)
     assert abs(m.weight.detach().double().std().item() / expected_std - 1) < 0.05
 
 

@@ -13,8 +13,9 @@ class CausalToeplitz(nn.Module):
     Holds ``weight`` (groups x kernel x max_len) and ``bias`` (groups x
     max_len). groups=1, kernel=1 is the flat TMM mixer; groups=h gives h heads
     (without projections); kernel > 1 the kernel variant; groups=channels a
-    per-channel long convolution. Initialised as the TMM authors do:
-    Kaiming-normal with fan-in kernel*max_len (gain sqrt 2), bias zero.
+    per-channel long convolution. Initialised as the TMM authors (and the
+    zoo's ToeplitzMixer) do: N(0, 2/max_len) per tap, Kaiming-normal with
+    fan-in max_len (their kernel weight is kernel x max_len), bias zero.
     """
 
     def __init__(self, channels: int, max_len: int, groups: int = 1, kernel: int = 1, bias: bool = True):
@@ -36,7 +37,7 @@ class CausalToeplitz(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        std = math.sqrt(2.0 / (self.kernel * self.max_len))
+        std = math.sqrt(2.0 / self.max_len)  # fan-in max_len, for every tap
         with torch.no_grad():
             self.weight.normal_(0.0, std)
             if self.bias is not None:
