@@ -28,11 +28,17 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("reset", [False, True], ids=["built", "reset_parameters"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_init_statistics_match_cpp(case):
+def test_init_statistics_match_cpp(case, reset):
     torch.manual_seed(0)
     cpp = tmm.models.build(CASES[case])
     py = SequenceModel.from_config(CASES[case])
+    if reset:  # every tensor spoilt, then re-initialised by the layers' reset_parameters
+        with torch.no_grad():
+            for t in list(py.parameters()) + list(py.buffers()):
+                t.fill_(7.0)
+        py.reset_parameters()
     want, got = cpp.state_dict(), py.state_dict()
     assert list(got) == list(want)
     compared = 0
