@@ -11,7 +11,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..models._mirror import LMOutput, ModelConfig, shifted_labels
-from .layers import NORMS, choice, make_linear, make_norm, positive, reset_linear, reset_linear_normal, reset_linear_torch
+from .layers import (NORMS, choice, make_linear, make_norm, positive, reset_linear, reset_linear_normal,
+                     reset_linear_torch)
 from .hyena import HyenaOperator
 from .tmm_block import INITS, SAFARI_STD, TMMBlock
 from .toeplitz_mixer import ToeplitzMixer

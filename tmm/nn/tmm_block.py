@@ -34,8 +34,8 @@ class TMMBlock(nn.Module):
     """
 
     def __init__(self, d_model, max_len=None, *, mixer=None, ffn_mult=4, activation="silu",
-                 block_order="ffn_first", norm="layernorm", dropout=0.0, init="kaiming", n_layers=1, registration="ffn_first",
-                 device=None, dtype=None, **mixer_kwargs):
+                 block_order="ffn_first", norm="layernorm", dropout=0.0, init="kaiming", n_layers=1,
+                 registration="ffn_first", device=None, dtype=None, **mixer_kwargs):
         super().__init__()
         positive("TMMBlock", d_model=d_model, ffn_mult=ffn_mult)
         self.activation = choice("TMMBlock", "activation", activation, tuple(ACTIVATIONS))

@@ -188,9 +188,13 @@ class ToeplitzMixer(nn.Module):
         return online_mix(inputs, t, h, weight, bias, masked=self.variant == "masked")
 
     def extra_repr(self):
-        return (f"d_model={self.d_model}, max_len={self.max_len}, heads={self.heads}, kernel={self.kernel}, "
-                f"variant={self.variant}" + (f", mixer_dropout={self.mixer_dropout}" if self.variant == "expanded" else "")
-                + (f", init={self.init}, n_layers={self.n_layers}" if self.init != "kaiming" else ""))
+        text = (f"d_model={self.d_model}, max_len={self.max_len}, heads={self.heads}, kernel={self.kernel}, "
+                f"variant={self.variant}")
+        if self.variant == "expanded":
+            text += f", mixer_dropout={self.mixer_dropout}"
+        if self.init != "kaiming":
+            text += f", init={self.init}, n_layers={self.n_layers}"
+        return text
 
 
 def online_mix(inputs, t, h, weight, bias, masked=False):
