@@ -20,7 +20,7 @@ Output in --out (default results/<task>-<timestamp>/): metrics.jsonl,
 config.json, summary.md, summary.json, vs_steps.png, vs_wall.png,
 vs_flops.png. --checkpoint-every N writes training checkpoints; --resume
 --out DIR continues an interrupted run with the same command line (the
-runtime options --threads, --no-progress, --checkpoint-every,
+runtime options --threads, --no-progress, --no-plots, --checkpoint-every,
 --no-nan-guard, --device may change). What each output holds, how steps are
 sized to the budget, resume and distributed training: tmm/experiments/compare.py
 and docs/experiments.md.
@@ -93,6 +93,7 @@ def parse_args(argv=None):
                         "--steps, else none)")
     p.add_argument("--out", default=None, help="output folder (default results/<task>-<timestamp>/)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-plots", action="store_true", help="no PNG plots (metrics and tables only)")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                    help="write a training checkpoint every N steps and at the end (0: none)")
     p.add_argument("--resume", action="store_true",

@@ -75,7 +75,7 @@ __all__ = ["CompareSettings", "CompareResult", "run_comparison", "RUNTIME_SETTIN
 DEFAULT_ARCHS = "tmm,transformer,hyena,mamba2"
 DEFAULT_BUDGET_MIN = 8.0  # when steps is not given
 # Settings that may differ when a run is resumed: they change how, not what, it computes.
-RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "checkpoint_every", "no_nan_guard", "device"}
+RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "checkpoint_every", "no_nan_guard", "device", "no_plots"}
 
 
 @dataclasses.dataclass
@@ -106,6 +106,7 @@ class CompareSettings:
     time_budget_min: Optional[float] = None  # total training time (default 8 without steps, else none)
     out: Optional[str] = None  # output folder (default results/<task>-<timestamp>/)
     no_progress: bool = False
+    no_plots: bool = False  # no PNG plots (a caller drawing its own: each costs seconds on a loaded CPU)
     checkpoint_every: int = 0  # steps between training checkpoints (and one at the end); 0: none
     resume: bool = False  # continue the interrupted run in out from its newest checkpoints
     no_nan_guard: bool = False  # do not stop at the first non-finite loss, gradient or parameter
@@ -391,7 +392,8 @@ class _Comparison:
                     cap = budget.proportional_share(left, run["label"], rest, self.est) + self.spent[run["label"]]
                 self._train_one(run, cap, metrics)
                 if self.is_main:
-                    write_plots(self.out, self.runs, self.task)
+                    if not self.s.no_plots:
+                        write_plots(self.out, self.runs, self.task)
                     write_summary(self.out, self.runs, self.task, self.meta(), self.notes)
         except KeyboardInterrupt:
             for run in self.runs:
@@ -411,7 +413,7 @@ class _Comparison:
 
     def finish(self, exit_code):
         """Plots, summary and the finished config.json (rank 0)."""
-        if not write_plots(self.out, self.runs, self.task):
+        if not self.s.no_plots and not write_plots(self.out, self.runs, self.task):
             self.notes.append("no plots: matplotlib is not installed")
         total = time.monotonic() - self.t_begin
         self.notes.append(f"total wall time {total:.0f} s (timing, builds, training, evaluation, plots)")

@@ -1,0 +1,95 @@
+"""Claim 4, ablations: TMM variants that differ only in the mixer, on copy
+and on language modelling, with the same seeds and batches.
+
+Verdict rules (on the language model's final eval bits per byte, mean over
+seeds; "worse" = more than 0.01 bpb higher):
+
+- More heads improve asymptotic convergence: heads 16 <= heads 4 <= heads 1
+  (each within 0.01).
+- Kernel width beyond a point lowers efficiency: flat kernel 8 is worse
+  than the better of flat kernels 1 and 4.
+- Two Toeplitz layers with a nonlinearity between them (expanded) are less
+  efficient than one: expanded is worse than heads 4 (its one-layer twin).
+
+The masked mixer (the predecessor) is reported, without a claim.
+"""
+from __future__ import annotations
+
+from . import lm_claim
+from .models import ablation_models
+from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, mean_range, pooled_table, \
+    plot_curves, steps_cell
+from .results import over_seeds
+
+NAME = "ablation"
+TITLE = "Claim 4: ablations"
+STATEMENT = ("more heads improve asymptotic convergence; kernel width beyond a point lowers efficiency; two "
+             "Toeplitz layers with a nonlinearity between them are less efficient than one.")
+WORSE = 0.01
+
+
+def run(suite) -> ClaimResult:
+    s = suite.scale
+    specs = ablation_models(s.copy_d, s.copy_layers)
+    n = s.ablation_copy_n
+    copy = over_seeds([suite.compare(f"ablation/copy-n{n}/seed{seed}", specs, task="copy",
+                                     task_options={"n": n, "vocab": s.copy_vocab}, steps=s.ablation_steps, seed=seed,
+                                     lr=s.copy_lr) for seed in s.seeds])
+    lm = over_seeds([suite.compare(f"ablation/lm/seed{seed}", specs, task="lm", task_options=lm_claim.task_options(s),
+                                   steps=s.ablation_lm_steps, seed=seed, lr=s.copy_lr, batch_size=s.lm_batch_size)
+                     for seed in s.seeds])
+    c = ClaimResult(NAME, TITLE, STATEMENT, setup=(
+        f"TMM variants at d = {s.copy_d}, {s.copy_layers} layers (the zoo's defaults otherwise; expanded with its "
+        f"inner dropout 0.1): copy n = {n} ({s.ablation_steps} steps) and the LM task of claim 1 "
+        f"({s.ablation_lm_steps} steps of batch {s.lm_batch_size}), lr {s.copy_lr:g}, seeds "
+        f"{', '.join(map(str, s.seeds))}."))
+    if suite.dry_run:
+        return c
+    c.tables.append((f"Copy n = {n}:", pooled_table(copy, [
+        ("final acc", lambda p: mean_range(p, "final_acc")), ("steps to 0.9", steps_cell),
+        ("final eval loss", lambda p: mean_range(p, "final_eval_loss"))])))
+    c.tables.append(("Language modelling:", pooled_table(lm, [
+        ("final eval bpb", lambda p: mean_range(p, "final_bpb")),
+        ("final eval loss", lambda p: mean_range(p, "final_eval_loss"))])))
+    c.verdicts += verdicts(lm)
+    path = "ablation/ablation.png"
+    if plot_curves(suite.root / path, {f"copy n = {n}: accuracy": copy}, "eval_acc", "eval accuracy",
+                   x_keys=(("step", "training steps"),)):
+        c.plots.append(path)
+    path = "ablation/ablation_lm.png"
+    if plot_curves(suite.root / path, {"language modelling": lm}, "eval_bpb", "eval bits per byte",
+                   x_keys=(("step", "training steps"),)):
+        c.plots.append(path)
+    return c
+
+
+def verdicts(lm: dict) -> list:
+    bpb = {k: p.mean("final_bpb") for k, p in lm.items()}
+
+    def ev(*labels):
+        return ", ".join(f"{k} {bpb[k]:.3f}" for k in labels if bpb.get(k) is not None)
+
+    def have(*labels):
+        return all(bpb.get(k) is not None for k in labels)
+
+    out = []
+    claim = "more heads improve asymptotic convergence (LM)"
+    if have("heads1", "heads4", "heads16"):
+        ok = bpb["heads16"] <= bpb["heads4"] + WORSE and bpb["heads4"] <= bpb["heads1"] + WORSE
+        out.append(Verdict(claim, CONSISTENT if ok else NOT_CONSISTENT, ev("heads1", "heads4", "heads16")))
+    else:
+        out.append(Verdict(claim, UNTESTED, "not run"))
+    claim = "kernel width beyond a point lowers efficiency (LM, flat)"
+    if have("flat-kernel1", "flat-kernel4", "flat-kernel8"):
+        ok = bpb["flat-kernel8"] > min(bpb["flat-kernel1"], bpb["flat-kernel4"]) + WORSE
+        out.append(Verdict(claim, CONSISTENT if ok else NOT_CONSISTENT, ev("flat-kernel1", "flat-kernel4",
+                                                                           "flat-kernel8")))
+    else:
+        out.append(Verdict(claim, UNTESTED, "not run"))
+    claim = "two Toeplitz layers with a nonlinearity between (expanded) are less efficient than one (LM)"
+    if have("heads4", "expanded"):
+        ok = bpb["expanded"] > bpb["heads4"] + WORSE
+        out.append(Verdict(claim, CONSISTENT if ok else NOT_CONSISTENT, ev("heads4", "expanded")))
+    else:
+        out.append(Verdict(claim, UNTESTED, "not run"))
+    return out

@@ -1,0 +1,127 @@
+"""Claim 2, copy: the authors' task (n tokens written twice, scored on the
+second copy) at the lengths where a model's state has to hold the input.
+
+Verdict rules (one per statement; "learns" = 0.9 accuracy at an evaluation,
+``reached`` counts the seeds that did):
+
+- TMM matches the Transformer's training efficiency: TMM (4 heads) learns
+  in every seed and its mean steps to 0.9 are at most 1.5x the
+  Transformer's (or the Transformer does not learn in every seed);
+  not consistent when the Transformer learns in every seed and TMM does not
+  or is slower than 1.5x; not tested when neither learns in any seed.
+- Mamba2 and Hyena struggle: each ends at least 0.1 below TMM's final
+  accuracy or needs more than 2x TMM's steps; not tested when TMM itself
+  does not learn.
+- Freezing the Toeplitz vectors makes copying fail: both frozen TMMs (flat,
+  and 4 heads whose projections still train) end below 0.5 while the
+  trained TMM learns.
+- A TMM with 1/32 of Hyena's width copies about as efficiently: the narrow
+  flat TMM learns in every seed within 1.5x Hyena's steps (or Hyena does not
+  learn in every seed); not tested when neither learns.
+"""
+from __future__ import annotations
+
+from .models import copy_models
+from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, mean_range, pooled_table, \
+    plot_curves, steps_cell
+from .results import over_seeds
+
+NAME = "copy"
+TITLE = "Claim 2: copy"
+STATEMENT = ("copying 512 tokens, TMM matches the Transformer's training efficiency; a TMM with 1/32 of Hyena's "
+             "width copies about as efficiently; Mamba and Hyena struggle; freezing the Toeplitz vectors makes "
+             "copying fail.")
+RATIO = 1.5  # "matches" / "about as efficiently": mean steps to 0.9 within this factor
+STRUGGLE_ACC = 0.1  # "struggle": this much below TMM's final accuracy ...
+STRUGGLE_STEPS = 2.0  # ... or this many times TMM's steps
+FAIL_ACC = 0.5  # "fails": final accuracy below this
+
+COLUMNS = [("final acc", lambda p: mean_range(p, "final_acc")), ("steps to 0.9", steps_cell),
+           ("final eval loss", lambda p: mean_range(p, "final_eval_loss"))]
+
+
+def run(suite) -> ClaimResult:
+    s = suite.scale
+    width = (s.width_ratio, s.width_hyena_d)
+    per_n = {}
+    for i, n in enumerate(s.copy_ns):
+        specs = copy_models(s.copy_d, s.copy_layers, width=width) if i == 0 else \
+            copy_models(s.copy_d, s.copy_layers, names=s.copy_long_n_models)
+        jobs = [suite.compare(f"copy/n{n}/seed{seed}", specs, task="copy", task_options={"n": n, "vocab": s.copy_vocab},
+                              steps=s.copy_steps, seed=seed, lr=s.copy_lr) for seed in s.seeds]
+        per_n[n] = over_seeds(jobs)
+    c = ClaimResult(NAME, TITLE, STATEMENT, setup=(
+        f"Copy with random tokens (vocabulary {s.copy_vocab}, chance {1 / s.copy_vocab:.3f}) at n = "
+        f"{', '.join(map(str, s.copy_ns))} (sequence 2n); every model d = {s.copy_d}, {s.copy_layers} layers, "
+        f"the zoo's faithful defaults (docs/models.md); {s.copy_steps} steps of batch {s.batch_size} "
+        f"(equal tokens for every model), lr {s.copy_lr:g}, seeds {', '.join(map(str, s.seeds))}. "
+        f"Width pair: a flat TMM of d = {s.width_hyena_d // s.width_ratio} against Hyena at d = "
+        f"{s.width_hyena_d} (1/{s.width_ratio}), at n = {s.copy_ns[0]} only."))
+    if suite.dry_run:
+        return c
+    for n, pooled in per_n.items():
+        c.tables.append((f"Copy, n = {n} (mean [range] over {len(s.seeds)} seeds):", pooled_table(pooled, COLUMNS)))
+        c.verdicts += verdicts(pooled, n, len(s.seeds), width)
+    path = f"copy/copy_accuracy.png"
+    if plot_curves(suite.root / path, {f"copy n = {n}": p for n, p in per_n.items()}, "eval_acc", "eval accuracy",
+                   chance=1 / s.copy_vocab):
+        c.plots.append(path)
+    return c
+
+
+def _learns_all(p, n_seeds):
+    return p is not None and p.reached == n_seeds
+
+
+def efficiency(a, b, n_seeds, a_name, b_name):
+    """Is ``a`` (Pooled) about as efficient as ``b`` at learning the task? (verdict, evidence)."""
+    if a is None or b is None:
+        return UNTESTED, "not run"
+    ev = f"steps to 0.9: {a_name} {steps_cell(a)}, {b_name} {steps_cell(b)}; final acc {a_name} " \
+         f"{mean_range(a, 'final_acc')}, {b_name} {mean_range(b, 'final_acc')}"
+    if not a.reached and not b.reached:
+        return UNTESTED, ev + " (neither learned)"
+    if _learns_all(a, n_seeds) and not _learns_all(b, n_seeds):
+        return CONSISTENT, ev
+    if not _learns_all(a, n_seeds):
+        return NOT_CONSISTENT, ev
+    ratio = a.mean("steps_to_learned") / b.mean("steps_to_learned")
+    return (CONSISTENT if ratio <= RATIO else NOT_CONSISTENT), ev + f" (ratio {ratio:.2f}, threshold {RATIO:g})"
+
+
+def verdicts(pooled: dict, n: int, n_seeds: int, width) -> list:
+    out = []
+    tmm = pooled.get("tmm")
+    v, ev = efficiency(tmm, pooled.get("transformer"), n_seeds, "tmm", "transformer")
+    out.append(Verdict(f"n={n}: TMM matches the Transformer's training efficiency", v, ev))
+    learned = tmm is not None and (tmm.mean("final_acc") or 0) >= 0.9
+    struggling, evidence = [], []
+    for label in ("hyena", "mamba2"):
+        p = pooled.get(label)
+        if p is None or tmm is None:
+            continue
+        acc_gap = (tmm.mean("final_acc") or 0) - (p.mean("final_acc") or 0)
+        slower = not _learns_all(p, n_seeds) or \
+            p.mean("steps_to_learned") > STRUGGLE_STEPS * (tmm.mean("steps_to_learned") or float("inf"))
+        if acc_gap >= STRUGGLE_ACC or (_learns_all(tmm, n_seeds) and slower):
+            struggling.append(label)
+        evidence.append(f"{label} final acc {mean_range(p, 'final_acc')}, steps to 0.9 {steps_cell(p)}")
+    if evidence:
+        ev = "; ".join(evidence) + f"; tmm {mean_range(tmm, 'final_acc')}, {steps_cell(tmm)}"
+        v = UNTESTED if not learned else (CONSISTENT if len(struggling) == len(evidence) else NOT_CONSISTENT)
+        out.append(Verdict(f"n={n}: Mamba2 and Hyena struggle", v, ev + (
+            f" (struggling: {', '.join(struggling) or 'none'})" if learned else " (TMM did not learn)")))
+    frozen = [pooled[k] for k in ("tmm-frozen-flat", "tmm-frozen") if k in pooled]
+    if frozen:
+        ev = "; ".join(f"{p.label} final acc {mean_range(p, 'final_acc')}" for p in frozen) + \
+             f"; trained tmm {mean_range(tmm, 'final_acc')}"
+        fail = all((p.mean("final_acc") or 0) < FAIL_ACC for p in frozen)
+        v = UNTESTED if not learned else (CONSISTENT if fail else NOT_CONSISTENT)
+        out.append(Verdict(f"n={n}: frozen Toeplitz vectors make copying fail (flat; 4 heads with trained "
+                           f"projections)", v, ev))
+    ratio, hyena_d = width
+    narrow, wide = pooled.get(f"tmm-flat-d{hyena_d // ratio}"), pooled.get(f"hyena-d{hyena_d}")
+    if narrow is not None and wide is not None:
+        v, ev = efficiency(narrow, wide, n_seeds, narrow.label, wide.label)
+        out.append(Verdict(f"n={n}: a TMM with 1/{ratio} of Hyena's width copies about as efficiently", v, ev))
+    return out

@@ -1,0 +1,179 @@
+"""What a claim reports: tables, plots and verdicts, and the suite's
+summary (claims.md, claims.json) made of them."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Optional
+
+from ...files import atomic_savefig, atomic_write_json, atomic_write_text
+from ..formatting import fmt_int, markdown_table
+
+__all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "mean_range", "steps_cell",
+           "pooled_table", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
+
+CONSISTENT = "consistent"
+NOT_CONSISTENT = "not consistent"
+UNTESTED = "not tested at this scale"
+
+
+@dataclasses.dataclass
+class Verdict:
+    claim: str  # the paper's statement tested
+    verdict: str  # CONSISTENT, NOT_CONSISTENT or UNTESTED
+    evidence: str  # the numbers behind it
+
+
+@dataclasses.dataclass
+class ClaimResult:
+    name: str  # the --only name
+    title: str
+    statement: str  # what the paper claims
+    setup: str = ""  # models, sizes, budgets: what was run
+    tables: list = dataclasses.field(default_factory=list)  # (caption, markdown table)
+    plots: list = dataclasses.field(default_factory=list)  # paths relative to the suite's root
+    verdicts: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
+
+
+def mean_range(pooled, key, nd=3) -> str:
+    """"mean [min-max]" of ``key`` over seeds (just the value for one seed)."""
+    m, r = pooled.mean(key), pooled.range(key)
+    if m is None:
+        return "-"
+    if len(pooled.values(key)) == 1:
+        return f"{m:.{nd}f}"
+    return f"{m:.{nd}f} [{r[0]:.{nd}f}-{r[1]:.{nd}f}]"
+
+
+def steps_cell(pooled) -> str:
+    """Steps to 0.9 accuracy: mean [range] over the seeds that reached it, and how many did."""
+    n, k = len(pooled.runs), pooled.reached
+    if not k:
+        return f"not reached (0/{n})"
+    vals = pooled.values("steps_to_learned")
+    cell = f"{sum(vals) / k:.0f}" + (f" [{min(vals)}-{max(vals)}]" if k > 1 else "")
+    return cell + f" ({k}/{n})"
+
+
+def pooled_table(pooled: dict, columns: list) -> str:
+    """A markdown table, one row per label: label, params, then ``columns``
+    ((header, function of a Pooled) pairs)."""
+    header = ["model", "params"] + [h for h, _ in columns]
+    rows = [[p.label, fmt_int(p.params)] + [f(p) for _, f in columns] for p in pooled.values()]
+    return markdown_table(header, rows)
+
+
+def _mean_curve(runs, x_key, y_key):
+    """x, mean y, min y, max y over the seeds' rows at the evaluations all seeds have."""
+    per_seed = [{r["step"]: r for r in run.rows if r.get(y_key) is not None} for run in runs]
+    steps = sorted(set.intersection(*(set(s) for s in per_seed))) if per_seed else []
+    xs, mean, lo, hi = [], [], [], []
+    for step in steps:
+        ys = [s[step][y_key] for s in per_seed]
+        xs.append(sum(s[step][x_key] for s in per_seed) / len(per_seed))
+        mean.append(sum(ys) / len(ys))
+        lo.append(min(ys))
+        hi.append(max(ys))
+    return xs, mean, lo, hi
+
+
+def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Optional[float] = None,
+                x_keys=(("step", "training steps"), ("tokens", "training tokens"),
+                        ("flops_est", "estimated training FLOPs")), log_y=False) -> bool:
+    """One row of plots per group (title -> {label: Pooled}), one column per
+    x axis: the mean over seeds with the range shaded; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    groups = {t: g for t, g in groups.items() if g}
+    if not groups:
+        return False
+    fig, axes = plt.subplots(len(groups), len(x_keys), figsize=(4.6 * len(x_keys), 3.4 * len(groups)),
+                             squeeze=False)
+    for row, (title, pooled) in zip(axes, groups.items()):
+        for ax, (x_key, xlabel) in zip(row, x_keys):
+            for p in pooled.values():
+                xs, mean, lo, hi = _mean_curve(p.runs, x_key, y_key)
+                if not xs:
+                    continue
+                line, = ax.plot(xs, mean, marker=".", markersize=3, label=p.label)
+                if len(p.runs) > 1:
+                    ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+            if chance is not None:
+                ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance")
+            if log_y:
+                ax.set_yscale("log")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_title(title, fontsize=9)
+            ax.grid(True, alpha=0.3)
+        row[-1].legend(loc="best", fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_savefig(fig, path)
+    plt.close(fig)
+    return True
+
+
+def claim_markdown(c: ClaimResult) -> str:
+    md = [f"## {c.title}", "", f"**The paper:** {c.statement}", ""]
+    if c.setup:
+        md += [c.setup, ""]
+    for caption, table in c.tables:
+        md += [f"{caption}", "", table, ""]
+    if c.verdicts:
+        md += ["| claim | verdict | evidence |", "|---|---|---|"]
+        md += [f"| {v.claim} | **{v.verdict}** | {v.evidence} |" for v in c.verdicts]
+        md.append("")
+    md += [f"![{p}]({p})" for p in c.plots]
+    if c.notes:
+        md += ["", "Notes:", ""] + [f"- {n}" for n in c.notes]
+    return "\n".join(md) + "\n"
+
+
+def save_claim(root: Path, claim: ClaimResult, meta: dict):
+    """``root/<claim>/claim.json``: one claim's report, kept for the suite's summary."""
+    atomic_write_json(root / claim.name / "claim.json", {"meta": meta, "claim": dataclasses.asdict(claim)})
+
+
+def saved_claims(root: Path, names) -> list:
+    """(meta, ClaimResult) of every claim of ``names`` (in that order) that has a claim.json under ``root``."""
+    found = []
+    for name in names:
+        path = root / name / "claim.json"
+        if path.is_file():
+            d = json.loads(path.read_text())
+            c = d["claim"]
+            c["verdicts"] = [Verdict(**v) for v in c["verdicts"]]
+            c["tables"] = [tuple(t) for t in c["tables"]]
+            found.append((d["meta"], ClaimResult(**c)))
+    return found
+
+
+def write_suite_report(root: Path, names, meta: dict) -> str:
+    """claims.md and claims.json under ``root`` from every saved claim
+    (claims run earlier, in other parts of the suite, included); returns the markdown."""
+    saved = saved_claims(root, names)
+    claims = [c for _, c in saved]
+    head = [f"# The paper's claims at scale `{meta['scale']}`", "",
+            f"Git {(meta['git'].get('revision') or '?')[:12]}{' (dirty)' if meta['git'].get('dirty') else ''}, "
+            f"device {meta['device']}, seeds {', '.join(map(str, meta['seeds']))}. "
+            f"Command: `{meta['command']}`.", ""]
+    if meta["scale"] == "small":
+        head += ["Scale `small` is a smoke test of the suite's code: its models are far too small and its runs far "
+                 "too short for any verdict below to say anything about the claims.", ""]
+    head += ["| claim | verdict | evidence |", "|---|---|---|"]
+    head += [f"| {c.name}: {v.claim} | **{v.verdict}** | {v.evidence} |" for c in claims for v in c.verdicts]
+    md = "\n".join(head) + "\n\n" + "\n".join(claim_markdown(c) for c in claims)
+    revisions = sorted({(m["git"].get("revision") or "?")[:12] for m, _ in saved})
+    if len(revisions) > 1:
+        md += f"\nThe claims above were run at different revisions: {', '.join(revisions)} (each claim.json has its own).\n"
+    atomic_write_text(root / "claims.md", md)
+    atomic_write_json(root / "claims.json", {**meta, "claims": [{"meta": m, **dataclasses.asdict(c)} for m, c in saved]})
+    return md

@@ -1,0 +1,105 @@
+"""The suite's sizes: one :class:`Scale` per ``--scale``.
+
+``small`` is the 2-3 minute smoke version the tests run (every claim's code
+path, sizes far too small for any verdict); ``default`` is what this 2-core
+CPU affords in about three hours; ``paper`` is the authors' sizes (meant for
+``--device cuda``). Budgets are steps and tokens, never wall-clock: the same
+scale trains the same tokens on any machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import SettingsError
+
+__all__ = ["Scale", "SCALES", "scale"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    name: str
+    seeds: tuple  # one comparison per seed
+    batch_size: int
+    # copy (claim 2) and its ablations (claim 4)
+    copy_ns: tuple  # tokens written twice
+    copy_vocab: int
+    copy_d: int
+    copy_layers: int
+    copy_steps: int
+    copy_lr: float
+    copy_long_n_models: tuple  # the models copied at the longest n (all models at the others)
+    width_ratio: int  # the width claim: a flat TMM with d / width_ratio of Hyena's d
+    width_hyena_d: int
+    # language modelling (claim 1)
+    lm_tokenizer: str
+    lm_vocab: int
+    lm_seq_len: int
+    lm_d: int
+    lm_max_bytes: int  # 0: the whole corpus
+    lm_lrs: tuple  # the sweep
+    lm_sweep_steps: int
+    lm_steps: int  # the long run at each architecture's best lr
+    lm_seeds: tuple
+    lm_batch_size: int
+    # associative recall
+    mqar_settings: tuple  # (num_kv_pairs, seq_len): the first is sized for the Transformer, the rest harder
+    mqar_vocab: int
+    mqar_d: int
+    mqar_layers: int
+    mqar_steps: int
+    mqar_lrs: tuple  # the Transformer's sizing sweep
+    # information retention (claim 2)
+    retention_n: int
+    retention_steps: int
+    retention_decoder_layers: int
+    # ablations (claim 4)
+    ablation_copy_n: int
+    ablation_steps: int
+    ablation_lm_steps: int
+    device: str = "cpu"
+
+
+SCALES = {
+    "small": Scale(
+        name="small", seeds=(0,), batch_size=4,
+        copy_ns=(16,), copy_vocab=8, copy_d=16, copy_layers=1, copy_steps=12, copy_lr=3e-3,
+        copy_long_n_models=("tmm", "transformer"), width_ratio=8, width_hyena_d=32,
+        lm_tokenizer="byte", lm_vocab=256, lm_seq_len=32, lm_d=16, lm_max_bytes=600_000,
+        lm_lrs=(1e-3, 3e-3), lm_sweep_steps=6, lm_steps=10, lm_seeds=(0,), lm_batch_size=4,
+        mqar_settings=((2, 16),), mqar_vocab=16, mqar_d=16, mqar_layers=1, mqar_steps=10, mqar_lrs=(3e-3,),
+        retention_n=8, retention_steps=8, retention_decoder_layers=1,
+        ablation_copy_n=16, ablation_steps=8, ablation_lm_steps=6,
+    ),
+    "default": Scale(
+        name="default", seeds=(0, 1, 2), batch_size=8,
+        copy_ns=(256, 512), copy_vocab=32, copy_d=64, copy_layers=2, copy_steps=300, copy_lr=3e-3,
+        copy_long_n_models=("tmm", "tmm-flat", "transformer", "hyena", "mamba2"), width_ratio=32, width_hyena_d=128,
+        lm_tokenizer="bpe", lm_vocab=4096, lm_seq_len=256, lm_d=128, lm_max_bytes=0,
+        lm_lrs=(1e-3, 3e-3, 1e-2), lm_sweep_steps=100, lm_steps=400, lm_seeds=(0, 1), lm_batch_size=8,
+        mqar_settings=((4, 64), (8, 128)), mqar_vocab=64, mqar_d=64, mqar_layers=2, mqar_steps=400,
+        mqar_lrs=(1e-3, 3e-3),
+        retention_n=32, retention_steps=300, retention_decoder_layers=2,
+        ablation_copy_n=256, ablation_steps=300, ablation_lm_steps=200,
+    ),
+    # The authors' sizes (docs/experiments.md): meant for a GPU.
+    "paper": Scale(
+        name="paper", seeds=(0, 1, 2), batch_size=64,
+        copy_ns=(512,), copy_vocab=64, copy_d=256, copy_layers=16, copy_steps=10_000, copy_lr=5e-4,
+        copy_long_n_models=("tmm", "tmm-flat", "transformer", "hyena", "mamba2"), width_ratio=32, width_hyena_d=256,
+        lm_tokenizer="bpe", lm_vocab=8000, lm_seq_len=512, lm_d=512, lm_max_bytes=0,
+        lm_lrs=(2e-4, 5e-4, 1e-3), lm_sweep_steps=2_000, lm_steps=20_000, lm_seeds=(0, 1), lm_batch_size=64,
+        mqar_settings=((16, 256), (64, 512)), mqar_vocab=8192, mqar_d=128, mqar_layers=2, mqar_steps=20_000,
+        mqar_lrs=(3e-4, 1e-3, 3e-3),
+        retention_n=512, retention_steps=10_000, retention_decoder_layers=16,
+        ablation_copy_n=512, ablation_steps=10_000, ablation_lm_steps=20_000,
+    ),
+}
+
+
+def scale(name: str, device: str = "cpu") -> Scale:
+    """The scale ``name`` on ``device``; SettingsError naming the flag for an unknown one."""
+    if name not in SCALES:
+        raise SettingsError(f"--scale must be one of {', '.join(SCALES)}, got {name!r}")
+    if device not in ("cpu", "cuda"):
+        raise SettingsError(f"--device must be cpu or cuda, got {device!r}")
+    return dataclasses.replace(SCALES[name], device=device)

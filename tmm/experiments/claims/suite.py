@@ -1,0 +1,141 @@
+"""The suite's runner: every training run is a job in its own folder under
+the suite's root, run once, resumed when interrupted, skipped when done.
+
+A compare job is one :func:`~tmm.experiments.compare.run_comparison` (its
+models' configs written into ``<job>/models/``, checkpoints in
+``<job>/checkpoints/``); a retention job is one
+:func:`~tmm.experiments.retention.run_retention`. A finished job leaves
+``<job>/claims_job.json`` (its settings); running the suite again with the
+same settings reads its results instead of training, with other settings it
+is an error naming the job (the suite never mixes runs of two settings).
+
+With ``dry_run`` no job runs: each is recorded in :attr:`Suite.plan` with
+its tokens and estimated FLOPs, and the claims see no results.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from pathlib import Path
+from typing import Optional
+
+import tmm.tasks
+from tmm.files import atomic_write_json
+from tmm.train import flops_per_token
+
+from ..compare import CompareSettings, run_comparison
+from ..errors import SettingsError
+from ..model_configs import build_model, fit_to_task
+from ..task_options import parse_task_options
+from .models import write_configs
+from .results import JobResult, read_compare_job
+
+__all__ = ["Suite", "PlannedJob", "DONE_FILE"]
+
+DONE_FILE = "claims_job.json"
+
+
+@dataclasses.dataclass
+class PlannedJob:
+    path: str  # relative to the suite's root
+    kind: str  # compare or retention
+    models: list  # (label, params, flops per token) per model
+    steps: int
+    tokens: int  # per model
+    flops_est: float  # all models together
+    settings: dict
+
+
+class Suite:
+    """Runs (or, with ``dry_run``, plans) the jobs of the claims under ``root``."""
+
+    def __init__(self, root, scale, *, threads: Optional[int] = None, dry_run=False, progress=True, say=print):
+        self.root = Path(root)
+        self.scale = scale
+        self.threads = threads
+        self.dry_run = dry_run
+        self.progress = progress
+        self.say = say
+        self.plan: list = []
+
+    # -- compare jobs -------------------------------------------------------
+    def compare(self, path: str, specs: list, *, task: str, task_options: dict, steps: int, seed: int,
+                lr: float, batch_size: Optional[int] = None, eval_every: Optional[int] = None) -> Optional[JobResult]:
+        """Trains ``specs`` (ModelSpecs) on one task with the same batches;
+        the job's results (None in a dry run)."""
+        s = self.scale
+        settings = {
+            "task": task, "task_option": [f"{k}={json.dumps(v)}" for k, v in sorted(task_options.items())],
+            "steps": steps, "seed": seed, "lr": lr, "batch_size": batch_size or s.batch_size,
+            "eval_every": eval_every, "device": s.device,
+        }
+        record = {"kind": "compare", "models": [dataclasses.asdict(m) for m in specs], **settings}
+        out = self.root / path
+        if self.dry_run:
+            self._plan_compare(path, specs, record)
+            return None
+        if self._done(out, record):
+            return read_compare_job(out)
+        configs = write_configs(out / "models", specs)
+        resume = (out / "config.json").is_file()
+        self.say(f"{'resuming' if resume else 'running'} {path} ({len(specs)} models, {steps} steps, seed {seed})")
+        result = run_comparison(
+            CompareSettings(configs=configs, out=str(out), resume=resume, checkpoint_every=max(steps // 2, 1),
+                            threads=self.threads, no_plots=True, no_progress=not self.progress, **settings),
+            results_root=self.root, log_prefix=f"claims {path}")
+        if result.exit_code == 130:
+            raise KeyboardInterrupt
+        self._mark_done(out, record)
+        return read_compare_job(out)
+
+    def _plan_compare(self, path, specs, record):
+        task = tmm.tasks.make(record["task"], **parse_task_options(record["task_option"]))
+        models, flops = [], 0.0
+        tokens = record["steps"] * record["batch_size"] * task.seq_len
+        for spec in specs:
+            cfg = fit_to_task(spec.config(), task)
+            params = build_model(cfg).num_parameters()
+            fpt = flops_per_token(cfg, params, task.seq_len)
+            models.append((spec.label, params, fpt))
+            flops += fpt * tokens
+        self.plan.append(PlannedJob(path, "compare", models, record["steps"], tokens, flops, record))
+
+    # -- retention jobs -----------------------------------------------------
+    def retention(self, path: str, settings) -> Optional[dict]:
+        """Runs one retention job (a RetentionSettings without ``out``); its
+        summary.json (None in a dry run)."""
+        from ..retention import run_retention
+
+        out = self.root / path
+        record = {"kind": "retention", **{k: v for k, v in dataclasses.asdict(settings).items()
+                                           if k not in ("out", "no_progress", "threads")}}
+        if self.dry_run:
+            n_models = len([a for a in settings.archs.split(",") if a]) if not settings.configs else \
+                len(str(settings.configs).split(","))
+            tokens = settings.steps * settings.batch_size * settings.n
+            self.plan.append(PlannedJob(path, "retention", [(f"{n_models} encoders", 0, 0.0)], settings.steps,
+                                        tokens, 0.0, record))
+            return None
+        if not self._done(out, record):
+            self.say(f"running {path}")
+            run_retention(dataclasses.replace(settings, out=str(out), no_progress=not self.progress,
+                                              **({"threads": self.threads} if self.threads else {})))
+            self._mark_done(out, record)
+        return json.loads((out / "summary.json").read_text())
+
+    # -- bookkeeping --------------------------------------------------------
+    def _done(self, out: Path, record: dict) -> bool:
+        done = out / DONE_FILE
+        if not done.is_file():
+            return False
+        saved = json.loads(done.read_text())
+        saved.pop("finished", None)
+        if saved != json.loads(json.dumps(record)):
+            raise SettingsError(f"{out} holds a finished job with other settings than this suite's "
+                                f"(another --scale or version?): remove it or give another --out")
+        return True
+
+    def _mark_done(self, out: Path, record: dict):
+        atomic_write_json(out / DONE_FILE, {**record, "finished": datetime.datetime.now().isoformat(timespec="seconds")})
+
