@@ -133,6 +133,27 @@ def test_max_len_and_dtype_options(tmp_path):
     assert model.config["max_len"] == 300 and model.embed.weight.dtype == torch.float64
 
 
+def test_a_bfloat16_checkpoint_and_an_older_config(tmp_path):
+    """A bfloat16 checkpoint loads into float32 (or dtype=) with HF's own
+    bfloat16 weights; a config.json of the older form (top-level
+    rope_theta, rope_scaling null, no rope_parameters) keeps its RoPE base."""
+    hf = hf_llama(theta=500000.0)
+    hf.to(torch.bfloat16).save_pretrained(tmp_path)
+    model = tmm.hf.from_pretrained(tmp_path)
+    assert model.embed.weight.dtype == torch.float32
+    assert torch.equal(model.embed.weight, hf.model.embed_tokens.weight.float())
+    assert tmm.hf.from_pretrained(tmp_path, dtype=torch.bfloat16).embed.weight.dtype == torch.bfloat16
+    _edit_config(tmp_path, rope_parameters=None, rope_theta=500000.0)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["rope_scaling"] = None
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert tmm.hf.from_pretrained(tmp_path).config["rope_theta"] == 500000.0
+    model.to(torch.bfloat16).to_hf(tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["dtype"] == "bfloat16"
+    back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.bfloat16)
+    assert torch.equal(back.model.embed_tokens.weight, model.embed.weight)
+
+
 @pytest.mark.parametrize("name,config", [
     ("tmm-tiny", None),
     ("tmm-frozen-heads", {"arch": "tmm", "vocab_size": 40, "d_model": 16, "n_layers": 2, "max_len": 32,
@@ -148,6 +169,9 @@ def test_tmm_and_hyena_in_the_hf_layout(name, config, tmp_path):
     tok = tmm.text.train_bpe_json(iter(["a tiny corpus for a tokenizer"] * 3), 270, min_frequency=1)
     (tmp_path / "tok.json").write_text(tok)
     model.to_hf(tmp_path / "out", tokenizer=tmp_path / "tok.json")
+    from tokenizers import Tokenizer
+    model.to_hf(tmp_path / "out2", tokenizer=Tokenizer.from_str(tok))  # a tokenizers.Tokenizer too
+    assert json.loads((tmp_path / "out2" / "tokenizer.json").read_text()) == json.loads(tok)
     written = json.loads((tmp_path / "out" / "config.json").read_text())
     arch = model.arch
     assert written["architectures"] == [{"tmm": "TMMForCausalLM", "hyena": "HyenaForCausalLM"}[arch]]
