@@ -182,6 +182,8 @@ def test_tmm_and_hyena_in_the_hf_layout(name, config, tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), model.state_dict().values()))
     ids = _ids(model.config["vocab_size"], 20)
     assert torch.equal(_logits(back, ids), _logits(model, ids))
+    with pytest.raises(ValueError, match="max_len=99 applies to Llama and Mamba2 imports"):
+        tmm.hf.from_pretrained(tmp_path / "out", max_len=99)
     # a plain tmm checkpoint reads too
     model.save(tmp_path / "ckpt")
     assert torch.equal(_logits(tmm.hf.from_pretrained(tmp_path / "ckpt"), ids), _logits(model, ids))

@@ -59,7 +59,8 @@ def read_weights(path):
     for shard, names in sorted(shards.items()):
         file = path / shard
         if Path(shard).name != shard or not file.is_file():
-            raise FileNotFoundError(f"tmm.hf: '{path / INDEX}' names the shard '{shard}', which is not a file in '{path}'")
+            raise FileNotFoundError(
+                f"tmm.hf: '{path / INDEX}' names the shard '{shard}', which is not a file in '{path}'")
         held = safetensors.load_file(file)[0]
         if set(held) != names:
             missing, extra = sorted(names - set(held)), sorted(set(held) - names)
@@ -75,7 +76,7 @@ def write(path, config_text, tensors, metadata, tokenizer=None):
     path.mkdir(parents=True, exist_ok=True)
     tensors = {name: t.detach().contiguous() for name, t in tensors.items()}
     safetensors.save_file(tensors, path / WEIGHTS, metadata)
-    stale = path / INDEX  # a sharded checkpoint written here before would shadow nothing, but mislead
+    stale = path / INDEX  # from a sharded checkpoint written here before: it would describe other files
     if stale.exists():
         stale.unlink()
     if tokenizer is not None:
@@ -89,5 +90,6 @@ def tokenizer_text(tokenizer):
         return tokenizer.to_str()
     file = Path(tokenizer)
     if not file.is_file():
-        raise FileNotFoundError(f"tokenizer: expected a tokenizer.json path or a tokenizers.Tokenizer, got '{tokenizer}'")
+        raise FileNotFoundError(
+            f"tokenizer: expected a tokenizer.json path or a tokenizers.Tokenizer, got '{tokenizer}'")
     return file.read_text(encoding="utf-8")

@@ -53,21 +53,23 @@ def from_pretrained(path, max_len=None, device=None, dtype=None):
     A config tmm cannot compute is a ValueError naming the key."""
     path = files.model_dir(path)
     raw = files.read_config(path)
-    where = f"tmm.hf.from_pretrained('{path}'): {files.CONFIG}"
+    where = f"tmm.hf.from_pretrained('{path}'): {files.CONFIG}"  # errors about its keys
     model_type = raw.get("model_type")
     if model_type is None and "arch" in raw:  # a tmm checkpoint (model.save, C++ save_checkpoint)
         return models.load(path, device=device, dtype=dtype)
     if model_type in native.ARCHITECTURES:
         config = native.tmm_config(raw, where)
         if max_len is not None:
-            unsupported(where, "max_len", max_len, f"None (a {model_type} model's max_len sizes its weights)")
+            raise ValueError(f"tmm.hf.from_pretrained: max_len={max_len} applies to Llama and Mamba2 imports; a "
+                             f"{model_type} model's max_len is its config's (it sizes the weights)")
         model = models.build(config)
         model.load_state_dict(files.read_weights(path))
     elif model_type in _HF_ARCHS:
         module = _HF_ARCHS[model_type]
         config = module.tmm_config(_read_hf_config(module, path, raw, where), raw, where, max_len)
         model = models.build(config)
-        _load_weights(model, module.hf_names(model.config), files.read_weights(path), where)
+        weights_where = f"tmm.hf.from_pretrained('{path}'): the weights"
+        _load_weights(model, module.hf_names(model.config), files.read_weights(path), weights_where)
     else:
         known = sorted(_HF_ARCHS) + sorted(native.ARCHITECTURES)
         unsupported(where, "model_type", model_type, f"one of {known}")
