@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 import tmm
 import tmm.models
-from tmm.nn import (CausalToeplitz, HyenaOperator, Mamba2Mixer, RMSNorm, SequenceModel, TMMBlock,
-                    ToeplitzMixer)
+from tmm.nn import (CausalToeplitz, HyenaFilter, HyenaOperator, Mamba2Mixer, RMSNorm, SequenceModel, ShortConv,
+                    TMMBlock, ToeplitzMixer)
 from tmm.testing import rel_err
 
 DTYPES = [torch.bfloat16, torch.float16]
@@ -56,6 +56,9 @@ LAYERS = {  # every drop-in layer (d 8, length 11), each ToeplitzMixer variant
     "tmm_block": lambda: TMMBlock(8, 12, heads=2),
     "tmm_block_rmsnorm": lambda: TMMBlock(8, 12, heads=2, norm="rmsnorm"),
     "hyena": lambda: HyenaOperator(8, 12, filter_order=8),
+    "hyena_no_modulation": lambda: HyenaOperator(8, 12, filter_order=8, modulate=False),
+    "hyena_filter": lambda: HyenaFilter(8, 12, filter_order=8),
+    "short_conv": lambda: ShortConv(8, 3),
     "mamba2": lambda: Mamba2Mixer(8, d_state=4, headdim=4, ngroups=2, chunk_size=5),
     "rmsnorm": lambda: RMSNorm(8),
 }
