@@ -3,8 +3,9 @@ information extraction from a frozen trained language model, and
 information capacity of an encoder trained end to end. The models are
 :mod:`tmm.experiments.retention_model`'s.
 
-    from tmm.experiments.retention import RetentionSettings, run_retention
+    from tmm.experiments.retention import RetentionSettings, run, run_retention
     result = run_retention(RetentionSettings(modes=["capacity"], archs="tmm,hyena", steps=300))
+    summary = run({"mode": "authors", "modes": "extraction", "steps": 300})   # the same, as a dict
 
 ``scripts/retention.py`` is its command line: each flag is the field of
 :class:`RetentionSettings` of the same name.
@@ -22,6 +23,16 @@ split, evaluation on its held-out split. Every architecture's config is
 - capacity: a fresh encoder and the decoder trained together for ``steps``.
 - ``none`` (``baseline``, on by default): the decoder alone on a zero
   vector: the accuracy reachable with no information about the input.
+
+``mode`` picks the bottleneck and decoder (:mod:`.retention_model`):
+"batchnorm" (the default, comparable with earlier results: the state the
+head reads at position -1, a BatchNorm-standardised projection repeated
+along the window, 2 TMM blocks of width 128) or "authors" (the authors'
+information-extraction setup: the last block's raw output at position -2,
+the unroll bottleneck, masked-mixer blocks as wide as the encoder; 4 blocks
+by default on the CPU, ``decoder_layers=16`` as theirs). ``decoder_d``,
+``decoder_layers`` and ``position`` left at None take the mode's defaults
+(:data:`MODE_DEFAULTS`).
 
 The decoder is the same for every encoder and is initialised from the same
 seed. Training is tmm.train.train; ``time_budget_min`` caps each mode's
@@ -53,13 +64,23 @@ from . import provenance
 from .budget import EvenShares
 from .errors import SettingsError
 from .model_configs import config_names, fit_to_task, labels_for, read_config
-from .retention_model import Autoencoder, RegenerateTask, position_accuracy
+from .retention_model import DECODER_MODES, Autoencoder, RegenerateTask, position_accuracy
 from .retention_report import markdown, write_plots, write_report
 from .task_options import parse_task_options
 
-__all__ = ["MODES", "RetentionSettings", "RetentionResult", "run_retention", "run_one"]
+__all__ = ["MODES", "DECODER_MODES", "MODE_DEFAULTS", "RetentionSettings", "RetentionResult", "run", "run_retention",
+           "run_one"]
 
 MODES = ("extraction", "capacity")
+# Each decoder mode's defaults for the settings left at None. "authors":
+# decoder_d None = each encoder's own d (their Linear(d/2, d)); 4 blocks is
+# the CPU-sized depth, theirs is 16 (decoder_layers=16).
+MODE_DEFAULTS = {"batchnorm": {"decoder_d": 128, "decoder_layers": 2, "position": -1},
+                 "authors": {"decoder_d": None, "decoder_layers": 4, "position": -2}}
+AUTHORS_DECODER_LAYERS = 16  # their information_extraction.py
+# The baseline's bottleneck width in authors mode when decoder_d is None and
+# no encoder sets it (its input is a zero vector: the width only sizes the unroll).
+_BASELINE_D = 128
 
 
 @dataclasses.dataclass
@@ -67,6 +88,7 @@ class RetentionSettings:
     """The command line of scripts/retention.py (field ``pretrain_steps`` is flag ``--pretrain-steps``)."""
 
     modes: list = dataclasses.field(default_factory=lambda: list(MODES))  # extraction and/or capacity
+    mode: str = "batchnorm"  # the bottleneck and decoder: batchnorm (the default) or authors
     archs: str = "tmm,transformer,hyena,mamba2"  # uses models/<arch>-cpu-small.json
     configs: Optional[str] = None  # comma-separated config names or JSON paths; replaces archs
     baseline: bool = True  # the zero-vector baseline ("none")
@@ -79,9 +101,9 @@ class RetentionSettings:
     steps: int = 400  # decoder (extraction) or autoencoder (capacity) steps
     batch_size: int = 16
     lr: float = 1e-3
-    decoder_d: int = 128
-    decoder_layers: int = 2
-    position: int = -1  # the encoder position read (-1: the last)
+    decoder_d: Optional[int] = None  # decoder width (None: the mode's, MODE_DEFAULTS)
+    decoder_layers: Optional[int] = None  # decoder blocks (None: the mode's; authors' own value 16)
+    position: Optional[int] = None  # the encoder position read (None: the mode's, -1 or -2)
     eval_batches: int = 4  # held-out batches per evaluation during training
     final_eval_batches: int = 16  # held-out batches of the final per-position accuracy
     time_budget_min: Optional[float] = None  # cap on each mode's total training time
@@ -101,10 +123,21 @@ class RetentionSettings:
         if bad or not s.modes:
             raise SettingsError(f"--modes: expected a comma-separated subset of {', '.join(MODES)}, "
                                 f"got {bad or 'nothing'}")
-        for name in ("n", "pretrain_steps", "steps", "batch_size", "decoder_d", "decoder_layers", "eval_batches",
-                     "final_eval_batches", "threads"):
-            if getattr(s, name) < 1:
-                raise SettingsError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(s, name)}")
+        if s.mode not in DECODER_MODES:
+            raise SettingsError(f"--mode: expected one of {', '.join(DECODER_MODES)}, got {s.mode!r}")
+        for name, value in MODE_DEFAULTS[s.mode].items():
+            if getattr(s, name) is None:
+                setattr(s, name, value)
+        for name in ("n", "pretrain_steps", "steps", "batch_size", "decoder_layers", "eval_batches",
+                     "final_eval_batches", "threads") + (("decoder_d",) if s.decoder_d is not None else ()):
+            value, flag = getattr(s, name), f"--{name.replace('_', '-')}"
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SettingsError(f"{flag} must be an integer, got {value!r}")
+            if value < 1:
+                raise SettingsError(f"{flag} must be >= 1, got {value}")
+        if isinstance(s.position, bool) or not isinstance(s.position, int) or not -s.n <= s.position < s.n:
+            raise SettingsError(f"--position must be an integer in [-{s.n}, {s.n - 1}] (--n {s.n}), "
+                                f"got {s.position!r}")
         return s
 
     def task_options(self) -> dict:
@@ -154,14 +187,16 @@ def _encoder(s, mode, label, cfg, task, budget, log, res):
     return encoder
 
 
-def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log) -> dict:
-    """Trains one (mode, arch) and returns its result dict (cfg None: the baseline)."""
-    res = {"mode": mode, "arch": label, "status": "done", "note": None}
+def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=None) -> dict:
+    """Trains one (mode, arch) and returns its result dict (cfg None: the
+    baseline, whose zero vector is ``baseline_d`` wide where decoder_d is None)."""
+    res = {"mode": mode, "arch": label, "decoder_mode": s.mode, "status": "done", "note": None}
     encoder = _encoder(s, mode, label, cfg, task, budget, log, res)
     torch.manual_seed(s.seed + 1)  # the same decoder initialisation for every encoder
+    d_in = int(cfg["d_model"]) if cfg else (s.decoder_d or baseline_d or _BASELINE_D)
     model = Autoencoder(encoder, task.vocab_size, task.seq_len, frozen=(mode == "extraction"),
-                        position=s.position, d_in=int(cfg["d_model"]) if cfg else s.decoder_d,
-                        d=s.decoder_d, layers=s.decoder_layers)
+                        position=s.position, d_in=d_in, mode=s.mode, d=s.decoder_d, layers=s.decoder_layers)
+    res["state"] = model.state  # which state the decoder reads (None: the baseline)
     res["trainable_params"] = model.num_parameters()
     res["decoder_params"] = sum(p.numel() for p in model.decoder.parameters())
     res["rows"] = []
@@ -196,6 +231,7 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
     configs = [(label, fit_to_task(cfg, task)) for (cfg, _), label in zip(read, labels_for(read))]
     if s.baseline:
         configs.append(("none", None))
+    baseline_d = max((int(cfg["d_model"]) for _, cfg in configs if cfg), default=None)
 
     root = Path(results_root) if results_root is not None else provenance.default_results_root()
     out = Path(s.out) if s.out else provenance.fresh_folder(root, "retention")
@@ -215,7 +251,7 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
                     metrics.write(json.dumps({"mode": mode, "arch": label, **row}) + "\n")
                     metrics.flush()
 
-                results.append(run_one(s, mode, label, cfg, task, regen, budget, eval_set, log))
+                results.append(run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d))
                 write_report(out, s, task, results, notes)
                 write_plots(out, results, s.modes)
     if not write_plots(out, results, s.modes):
@@ -223,3 +259,23 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
     notes.append(f"total wall time {time.monotonic() - t0:.0f} s")
     rows, verdicts = write_report(out, s, task, results, notes)
     return RetentionResult(out, rows, verdicts, markdown(rows), notes)
+
+
+def run(settings) -> dict:
+    """The library entry point of claim suites: ``settings`` a
+    :class:`RetentionSettings` or a dict of its fields (``mode``,
+    ``modes``, ``steps``, ``pretrain_steps``, ...; every budget in steps,
+    ``time_budget_min`` None unless asked). Returns summary.json's content
+    (args, task, verdicts, table, runs, notes) plus ``out`` (the results
+    folder) and ``markdown`` (the table). SettingsError for a bad setting."""
+    if isinstance(settings, dict):
+        unknown = sorted(set(settings) - set(RetentionSettings.__dataclass_fields__))
+        if unknown:
+            raise SettingsError(f"retention.run: unknown setting(s) {', '.join(unknown)} "
+                                f"(known: {', '.join(RetentionSettings.__dataclass_fields__)})")
+        settings = RetentionSettings(**settings)
+    elif not isinstance(settings, RetentionSettings):
+        raise SettingsError(f"retention.run: expected RetentionSettings or a dict, got {type(settings).__name__}")
+    result = run_retention(settings)
+    summary = json.loads((result.out / "summary.json").read_text())
+    return {**summary, "out": str(result.out), "markdown": result.markdown}
