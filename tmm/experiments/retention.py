@@ -5,7 +5,7 @@ information capacity of an encoder trained end to end. The models are
 
     from tmm.experiments.retention import RetentionSettings, run, run_retention
     result = run_retention(RetentionSettings(modes=["capacity"], archs="tmm,hyena", steps=300))
-    summary = run({"mode": "authors", "modes": "extraction", "steps": 300})   # the same, as a dict
+    summary = run({"mode": "authors", "modes": "extraction", "steps": 300})   # the authors' mode; a dict of fields
 
 ``scripts/retention.py`` is its command line: each flag is the field of
 :class:`RetentionSettings` of the same name.
