@@ -92,12 +92,13 @@ def write_plots(out, results, modes) -> bool:
 
 def setup_line(settings, task) -> str:
     """One sentence: the decoder mode and what it reads, builds and scores."""
-    d = settings.decoder_d if settings.decoder_d is not None else "the encoder's d"
+    d = settings.decoder_d if settings.decoder_d is not None else "d"
+    width = f"{d} (the encoder's)" if d == "d" else f"{d}"
     if settings.mode == "authors":
         how = (f"decoder mode authors: the raw output of the encoder's last block at position {settings.position} "
                f"(the state after the final norm where the table says so), unrolled (position i reads the d/2 "
                f"entries from i mod d) through one Linear(d/2, {d}), then {settings.decoder_layers} masked-mixer "
-               f"blocks of width {d} and a head")
+               f"blocks of width {width} and a head")
     else:
         how = (f"decoder mode batchnorm: the state the encoder's head reads at position {settings.position}, "
                f"standardised (BatchNorm), projected, repeated with a learned position embedding, then "
