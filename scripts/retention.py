@@ -80,6 +80,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=D.seed)
     p.add_argument("--out", default=None)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the interrupted run in --out: its finished (mode, arch) runs are kept")
     args = p.parse_args(argv)
     encoders = {}
     for item in args.encoder:

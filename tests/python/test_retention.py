@@ -2,6 +2,7 @@
 models, scripts/retention.py): what is frozen stays frozen, the bottleneck is
 the only path, a smoke run of the driver writes its report, and the script
 runs it from its command line."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -141,3 +142,30 @@ def test_retention_script_command_line(corpus, tmp_path):
     bad = subprocess.run(cmd[:2] + ["--encoder", "tmm"], cwd=REPO, capture_output=True, text=True, timeout=60,
                          env=env)
     assert bad.returncode == 2 and "--encoder expects ARCH=CHECKPOINT, got 'tmm'" in bad.stderr
+
+
+@pytest.mark.timeout(240)
+def test_resume_keeps_finished_runs_and_refuses_other_settings(corpus, tmp_path, restore_threads):
+    out = tmp_path / "res"
+    settings = RetentionSettings(modes="capacity", configs=str(REPO / "models" / "tmm-tiny.json"), corpus=str(corpus),
+                                 task_option=["section_bytes=512"], n=8, steps=2, batch_size=2, decoder_layers=1,
+                                 eval_batches=1, final_eval_batches=1, threads=1, out=str(out), no_progress=True)
+    first = run_retention(settings)
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    again = run_retention(dataclasses.replace(settings, resume=True))  # everything finished: nothing runs
+    assert (out / "metrics.jsonl").read_text().splitlines() == lines
+    assert [r["token_acc"] for r in again.table] == [r["token_acc"] for r in first.table]
+    assert any(n.startswith("resumed: 2 finished") for n in again.notes)
+    # an attempt interrupted after its first run: only the missing one runs
+    summary = json.loads((out / "summary.json").read_text())
+    summary["runs"] = summary["runs"][:1]
+    (out / "summary.json").write_text(json.dumps(summary))
+    third = run_retention(dataclasses.replace(settings, resume=True))
+    new = (out / "metrics.jsonl").read_text().splitlines()[len(lines):]
+    assert new and {json.loads(line)["arch"] for line in new} == {"none"}
+    assert [r["arch"] for r in third.table] == ["tmm", "none"] and third.table[0] == first.table[0]
+    with pytest.raises(SettingsError, match="--resume: give the settings of the run being resumed; they differ in "
+                                            "--steps: the run had 2, this command 3"):
+        run_retention(dataclasses.replace(settings, resume=True, steps=3))
+    with pytest.raises(SettingsError, match="--resume needs --out"):
+        RetentionSettings(resume=True).checked()

@@ -37,6 +37,9 @@ by default on the CPU, ``decoder_layers=16`` as theirs). ``decoder_d``,
 The decoder is the same for every encoder and is initialised from the same
 seed. Training is tmm.train.train; ``time_budget_min`` caps each mode's
 total training time, shared evenly among the training phases still to run.
+``resume`` continues an interrupted run in ``out``: every (mode, arch) its
+summary.json holds is kept (its curve from metrics.jsonl), the others run;
+the settings must be the run's (threads, no_progress excepted).
 
 Output in ``out`` (default results/retention-<timestamp>/): metrics.jsonl
 (every evaluation row, with mode, arch and phase), summary.json, summary.md
@@ -78,6 +81,8 @@ MODES = ("extraction", "capacity")
 MODE_DEFAULTS = {"batchnorm": {"decoder_d": 128, "decoder_layers": 2, "position": -1},
                  "authors": {"decoder_d": None, "decoder_layers": 4, "position": -2}}
 AUTHORS_DECODER_LAYERS = 16  # their information_extraction.py
+# Settings that may differ when a run is resumed: they change how, not what, it computes.
+RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "save_encoders"}
 # The baseline's bottleneck width in authors mode when decoder_d is None and
 # no encoder sets it (its input is a zero vector: the width only sizes the unroll).
 _BASELINE_D = 128
@@ -112,6 +117,7 @@ class RetentionSettings:
     seed: int = 0
     out: Optional[str] = None
     no_progress: bool = False
+    resume: bool = False  # continue the run in out: its finished (mode, arch) runs are kept
 
     def checked(self) -> "RetentionSettings":
         """A copy with modes as a list; SettingsError naming the flag for a value out of range."""
@@ -135,6 +141,8 @@ class RetentionSettings:
                 raise SettingsError(f"{flag} must be an integer, got {value!r}")
             if value < 1:
                 raise SettingsError(f"{flag} must be >= 1, got {value}")
+        if s.resume and not s.out:
+            raise SettingsError("--resume needs --out, the folder of the run to continue")
         if isinstance(s.position, bool) or not isinstance(s.position, int) or not -s.n <= s.position < s.n:
             raise SettingsError(f"--position must be an integer in [-{s.n}, {s.n - 1}] (--n {s.n}), "
                                 f"got {s.position!r}")
@@ -218,6 +226,34 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=
     return res
 
 
+def _finished_runs(out, s) -> dict:
+    """(mode, arch) -> the result dict of each run the summary.json in ``out``
+    holds, its evaluation rows restored from metrics.jsonl (the last
+    sequence of each, should an interrupted attempt have logged rows too);
+    SettingsError if that run's settings differ from ``s``."""
+    path = out / "summary.json"
+    if not path.is_file():
+        return {}
+    saved = json.loads(path.read_text())
+    before, now = saved.get("args", {}), dataclasses.asdict(s)
+    diff = [f"--{k.replace('_', '-')}: the run had {before[k]!r}, this command {now[k]!r}"
+            for k in sorted(set(before) & set(now) - RUNTIME_SETTINGS) if before[k] != now[k]]
+    if diff:
+        raise SettingsError("--resume: give the settings of the run being resumed; they differ in " + "; ".join(diff))
+    rows = {}
+    metrics = out / "metrics.jsonl"
+    for line in (metrics.read_text().splitlines() if metrics.is_file() else []):
+        r = json.loads(line)
+        if r.get("phase") != r.get("mode"):
+            continue  # pretraining rows
+        seq = rows.setdefault((r["mode"], r["arch"]), [])
+        if seq and r["step"] <= seq[-1]["step"]:
+            seq.clear()  # a later attempt of the same run
+        seq.append({k: v for k, v in r.items() if k not in ("mode", "arch", "phase")})
+    return {(r["mode"], r["arch"]): {**r, "rows": rows.get((r["mode"], r["arch"]), [])}
+            for r in saved.get("runs", [])}
+
+
 def run_retention(settings: RetentionSettings, *, results_root=None,
                   log_prefix="tmm.experiments.retention") -> RetentionResult:
     """Runs every mode for every architecture (and the baseline); see the
@@ -241,7 +277,10 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
     gen = torch.Generator().manual_seed(s.seed + 2_000_003)
     eval_set = [regen.eval_batch(s.batch_size, gen) for _ in range(s.final_eval_batches)]
 
+    done = _finished_runs(out, s) if s.resume else {}
     results, notes = [], []
+    if done:
+        notes.append(f"resumed: {len(done)} finished run(s) kept from the earlier attempt")
     with open(out / "metrics.jsonl", "a") as metrics:
         for mode in s.modes:
             phases = sum(2 if (mode == "extraction" and cfg is not None) else 1 for _, cfg in configs)
@@ -251,6 +290,11 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
                     metrics.write(json.dumps({"mode": mode, "arch": label, **row}) + "\n")
                     metrics.flush()
 
+                if (mode, label) in done:
+                    for _ in range(2 if (mode == "extraction" and cfg is not None) else 1):
+                        budget.cap()  # its phases are skipped: their shares go to the others
+                    results.append(done[(mode, label)])
+                    continue
                 results.append(run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d))
                 write_report(out, s, task, results, notes)
                 write_plots(out, results, s.modes)
@@ -265,7 +309,8 @@ def run(settings) -> dict:
     """The library entry point of claim suites: ``settings`` a
     :class:`RetentionSettings` or a dict of its fields (``mode``,
     ``modes``, ``steps``, ``pretrain_steps``, ...; every budget in steps,
-    ``time_budget_min`` None unless asked). Returns summary.json's content
+    ``time_budget_min`` None unless asked; ``resume=True`` with ``out``
+    continues an interrupted run, run by run). Returns summary.json's content
     (args, task, verdicts, table, runs, notes) plus ``out`` (the results
     folder) and ``markdown`` (the table). SettingsError for a bad setting."""
     if isinstance(settings, dict):
