@@ -48,15 +48,17 @@ def test_regenerate_task_labels_are_the_input(corpus):
     assert torch.equal(x, lm.eval_batch(4, torch.Generator().manual_seed(1))[0])
 
 
+@pytest.mark.parametrize("mode", ["batchnorm", "authors"])
 @pytest.mark.parametrize("arch", TINY)
-def test_frozen_encoder_stays_fixed_and_capacity_trains_it(arch, corpus, restore_threads):
+def test_frozen_encoder_stays_fixed_and_capacity_trains_it(arch, mode, corpus, restore_threads):
     torch.set_num_threads(1)
     task = RegenerateTask(tmm.tasks.make("lm", corpus=str(corpus), seq_len=16, section_bytes=512))
     cfg = TrainConfig(steps=3, batch_size=2, eval_every=3, eval_batches=1, progress=False, lr=1e-2, warmup=1)
     for frozen in (True, False):
         enc = tiny_encoder(arch, 16)
         before = {n: p.detach().clone() for n, p in enc.named_parameters()}
-        ae = Autoencoder(enc, task.vocab_size, task.seq_len, frozen=frozen, d=32, layers=1)
+        ae = Autoencoder(enc, task.vocab_size, task.seq_len, frozen=frozen, mode=mode, d=32, layers=1,
+                         position=-1 if mode == "batchnorm" else -2)
         dec_before = ae.decoder.head.weight.detach().clone()
         trainable = ae.num_parameters()
         assert trainable == ae.num_parameters(trainable_only=False) - (enc.num_parameters() if frozen else 0)
