@@ -8,11 +8,11 @@ information extraction and information capacity; the driver is
     task = RegenerateTask(tmm.tasks.make("lm", seq_len=32))
     tmm.train.train(ae, task, TrainConfig(...))          # trains the decoder (and the encoder unless frozen)
 
-The encoder reads the n input tokens; its last hidden state (the d-vector the
-LM head reads at position ``position``, default -1: after the whole input)
-is the only thing the decoder sees. The decoder (:class:`BottleneckDecoder`,
-the same for every encoder) must regenerate all n input tokens at once:
-labels = the input itself, metric = argmax token accuracy.
+The encoder reads the n input tokens; one of its hidden states (a d-vector
+at position ``position``, which the mode sets below) is the only thing the
+decoder sees. The decoder (the same for every encoder) must regenerate all
+n input tokens at once: labels = the input itself, metric = argmax token
+accuracy.
 
 - Extraction: the encoder is a trained language model, frozen
   (``frozen=True``): how much of its input its state still holds.
@@ -176,7 +176,8 @@ def _needs_twin(encoder):
 
 
 def state_source(encoder):
-    """What :func:`last_block_states` gives for ``encoder``: "raw last block",
+    """What :func:`last_block_states` gives for ``encoder`` (a zoo TMM or
+    Hyena with a final norm: for its :func:`python_twin`): "raw last block",
     or "after the final norm" for the zoo's Transformer and Mamba2, whose
     final RMSNorm is part of the C++ model: its forward exposes only the
     normed states, and Python cannot reach the state before it."""
