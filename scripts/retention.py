@@ -6,13 +6,17 @@ an encoder trained end to end (tmm.experiments.retention).
     python scripts/retention.py                                   # both modes, 4 archs, default corpus
     python scripts/retention.py --modes capacity --archs tmm,hyena --steps 300
     python scripts/retention.py --modes extraction --encoder tmm=ckpt/tmm   # a saved LM instead of pretraining
+    python scripts/retention.py --mode authors --decoder-layers 16         # the authors' decoder, their depth
 
 Data: windows of --n tokens of the lm task (--corpus, default the KJV corpus;
 --tokenizer byte or bpe). extraction: each architecture trained as a language
 model for --pretrain-steps (or loaded with --encoder ARCH=CHECKPOINT), frozen,
 then a decoder learns to regenerate the window from its last hidden state;
 capacity: encoder and decoder trained together for --steps; none (on unless
---no-baseline): the decoder on a zero vector.
+--no-baseline): the decoder on a zero vector. --mode picks the bottleneck and
+decoder: batchnorm (the default) or authors (the raw last block's state at
+position -2, the unroll bottleneck, masked-mixer blocks; 4 by default, 16 as
+the authors').
 
 Output in --out (default results/retention-<timestamp>/): metrics.jsonl,
 summary.json, summary.md, retention_vs_steps.png, retention_by_position.png.
@@ -28,7 +32,8 @@ if str(REPO) not in sys.path:
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see scripts/compare.py
 
 from tmm.experiments.errors import SettingsError  # noqa: E402
-from tmm.experiments.retention import RetentionSettings, run_retention  # noqa: E402
+from tmm.experiments.retention import (AUTHORS_DECODER_LAYERS, DECODER_MODES, MODE_DEFAULTS,  # noqa: E402
+                                       RetentionSettings, run_retention)
 
 D = RetentionSettings()
 
@@ -36,6 +41,9 @@ D = RetentionSettings()
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--modes", default=",".join(D.modes), help="comma-separated: extraction, capacity")
+    p.add_argument("--mode", choices=DECODER_MODES, default=D.mode,
+                   help="the bottleneck and decoder: batchnorm (comparable with earlier results) or authors "
+                        "(the authors' information-extraction setup)")
     p.add_argument("--archs", default=D.archs, help="uses models/<arch>-cpu-small.json")
     p.add_argument("--configs", default=None, help="comma-separated config names or JSON paths; replaces --archs")
     p.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the zero-vector baseline")
@@ -51,9 +59,16 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=D.steps, help="decoder (extraction) or autoencoder (capacity) steps")
     p.add_argument("--batch-size", type=int, default=D.batch_size)
     p.add_argument("--lr", type=float, default=D.lr)
-    p.add_argument("--decoder-d", type=int, default=D.decoder_d)
-    p.add_argument("--decoder-layers", type=int, default=D.decoder_layers)
-    p.add_argument("--position", type=int, default=D.position, help="the encoder position read (-1: the last)")
+    p.add_argument("--decoder-d", type=int, default=None,
+                   help=f"decoder width (default: {MODE_DEFAULTS['batchnorm']['decoder_d']} in batchnorm mode, "
+                        "each encoder's d in authors mode)")
+    p.add_argument("--decoder-layers", type=int, default=None,
+                   help=f"decoder blocks (default: {MODE_DEFAULTS['batchnorm']['decoder_layers']} in batchnorm "
+                        f"mode, {MODE_DEFAULTS['authors']['decoder_layers']} in authors mode, a CPU-sized depth; "
+                        f"the authors': {AUTHORS_DECODER_LAYERS})")
+    p.add_argument("--position", type=int, default=None,
+                   help=f"the encoder position read (default: {MODE_DEFAULTS['batchnorm']['position']} in "
+                        f"batchnorm mode, {MODE_DEFAULTS['authors']['position']} in authors mode)")
     p.add_argument("--eval-batches", type=int, default=D.eval_batches,
                    help="held-out batches per evaluation during training")
     p.add_argument("--final-eval-batches", type=int, default=D.final_eval_batches,
@@ -65,6 +80,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=D.seed)
     p.add_argument("--out", default=None)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the interrupted run in --out: its finished (mode, arch) runs are kept")
     args = p.parse_args(argv)
     encoders = {}
     for item in args.encoder:

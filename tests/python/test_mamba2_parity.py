@@ -1,6 +1,6 @@
 """tmm's Mamba2 against HuggingFace's Mamba2ForCausalLM, which the authors
 ran (with n_groups 8): tiny random HF models built here (no hub), their
-weights copied into tmm's names (mamba_ssm's), logits compared
+weights copied into tmm's names (mamba_ssm's; tmm.hf.mamba2.hf_names), logits compared
 (max|tmm - HF| / max|HF| within 1e-5 in float32), with n_groups > 1 so that
 B and C are shared by groups of heads and the gated RMSNorm is grouped."""
 import json
@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+import tmm.hf
 import tmm.models
 
 transformers = pytest.importorskip("transformers", reason="HF transformers is not installed (.ci/run installs it)")
@@ -39,11 +40,10 @@ def tmm_from_hf(hf):
         "max_len": 64, "d_state": c.state_size, "d_conv": c.conv_kernel, "expand": c.expand,
         "headdim": c.head_dim, "ngroups": c.n_groups, "chunk_size": c.chunk_size,
     })
-    state = {}
-    for name, t in hf.state_dict().items():
-        ours = (name.replace("backbone.embeddings.", "embed.").replace("backbone.layers.", "blocks.")
-                .replace("backbone.norm_f.", "norm.").replace("lm_head.", "head."))
-        state[ours] = t.clone()
+    hf_state = hf.state_dict()
+    names = tmm.hf.mamba2.hf_names(model.config)  # the one Mamba2 name map
+    assert set(names.values()) == set(hf_state), "the name map covers every HF tensor, and only those"
+    state = {ours: hf_state[theirs].clone() for ours, theirs in names.items()}
     assert set(state) == set(model.state_dict()), "the name map covers every tmm tensor, and only those"
     model.load_state_dict(state)
     return model.eval()

@@ -2,6 +2,7 @@
 models, scripts/retention.py): what is frozen stays frozen, the bottleneck is
 the only path, a smoke run of the driver writes its report, and the script
 runs it from its command line."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -47,15 +48,17 @@ def test_regenerate_task_labels_are_the_input(corpus):
     assert torch.equal(x, lm.eval_batch(4, torch.Generator().manual_seed(1))[0])
 
 
+@pytest.mark.parametrize("mode", ["batchnorm", "authors"])
 @pytest.mark.parametrize("arch", TINY)
-def test_frozen_encoder_stays_fixed_and_capacity_trains_it(arch, corpus, restore_threads):
+def test_frozen_encoder_stays_fixed_and_capacity_trains_it(arch, mode, corpus, restore_threads):
     torch.set_num_threads(1)
     task = RegenerateTask(tmm.tasks.make("lm", corpus=str(corpus), seq_len=16, section_bytes=512))
     cfg = TrainConfig(steps=3, batch_size=2, eval_every=3, eval_batches=1, progress=False, lr=1e-2, warmup=1)
     for frozen in (True, False):
         enc = tiny_encoder(arch, 16)
         before = {n: p.detach().clone() for n, p in enc.named_parameters()}
-        ae = Autoencoder(enc, task.vocab_size, task.seq_len, frozen=frozen, d=32, layers=1)
+        ae = Autoencoder(enc, task.vocab_size, task.seq_len, frozen=frozen, mode=mode, d=32, layers=1,
+                         position=-1 if mode == "batchnorm" else -2)
         dec_before = ae.decoder.head.weight.detach().clone()
         trainable = ae.num_parameters()
         assert trainable == ae.num_parameters(trainable_only=False) - (enc.num_parameters() if frozen else 0)
@@ -141,3 +144,30 @@ def test_retention_script_command_line(corpus, tmp_path):
     bad = subprocess.run(cmd[:2] + ["--encoder", "tmm"], cwd=REPO, capture_output=True, text=True, timeout=60,
                          env=env)
     assert bad.returncode == 2 and "--encoder expects ARCH=CHECKPOINT, got 'tmm'" in bad.stderr
+
+
+@pytest.mark.timeout(240)
+def test_resume_keeps_finished_runs_and_refuses_other_settings(corpus, tmp_path, restore_threads):
+    out = tmp_path / "res"
+    settings = RetentionSettings(modes="capacity", configs=str(REPO / "models" / "tmm-tiny.json"), corpus=str(corpus),
+                                 task_option=["section_bytes=512"], n=8, steps=2, batch_size=2, decoder_layers=1,
+                                 eval_batches=1, final_eval_batches=1, threads=1, out=str(out), no_progress=True)
+    first = run_retention(settings)
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    again = run_retention(dataclasses.replace(settings, resume=True))  # everything finished: nothing runs
+    assert (out / "metrics.jsonl").read_text().splitlines() == lines
+    assert [r["token_acc"] for r in again.table] == [r["token_acc"] for r in first.table]
+    assert any(n.startswith("resumed: 2 finished") for n in again.notes)
+    # an attempt interrupted after its first run: only the missing one runs
+    summary = json.loads((out / "summary.json").read_text())
+    summary["runs"] = summary["runs"][:1]
+    (out / "summary.json").write_text(json.dumps(summary))
+    third = run_retention(dataclasses.replace(settings, resume=True))
+    new = (out / "metrics.jsonl").read_text().splitlines()[len(lines):]
+    assert new and {json.loads(line)["arch"] for line in new} == {"none"}
+    assert [r["arch"] for r in third.table] == ["tmm", "none"] and third.table[0] == first.table[0]
+    with pytest.raises(SettingsError, match="--resume: give the settings of the run being resumed; they differ in "
+                                            "--steps: the run had 2, this command 3"):
+        run_retention(dataclasses.replace(settings, resume=True, steps=3))
+    with pytest.raises(SettingsError, match="--resume needs --out"):
+        RetentionSettings(resume=True).checked()

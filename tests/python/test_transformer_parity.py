@@ -1,6 +1,6 @@
 """tmm's Transformer against HuggingFace's LlamaForCausalLM, the authors'
 baseline: tiny random Llama models built here (no hub), their weights copied
-into tmm's names, logits compared (max|tmm - HF| / max|HF| within 1e-5 in
+into tmm's names (tmm.hf.llama.hf_names), logits compared (max|tmm - HF| / max|HF| within 1e-5 in
 float32). Grouped-query attention, a head_dim that is not d / n_heads,
 eps 1e-5 and tied embeddings are all covered; so is the "llama" init
 (normal(0, 0.02), as HF's _init_weights)."""
@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+import tmm.hf
 import tmm.models
 
 transformers = pytest.importorskip("transformers", reason="HF transformers is not installed (.ci/run installs it)")
@@ -42,16 +43,7 @@ def tmm_from_hf(hf, tied):
         "head_dim": c.head_dim, "norm_eps": c.rms_norm_eps, "rope_theta": c.rope_parameters["rope_theta"],
         "ffn_hidden": c.intermediate_size, "max_len": 64, "tie_embeddings": tied,
     })
-    names = {"embed.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
-    if not tied:
-        names["head.weight"] = "lm_head.weight"
-    ours = {"attn_norm": "input_layernorm", "mlp_norm": "post_attention_layernorm",
-            "attn.wq": "self_attn.q_proj", "attn.wk": "self_attn.k_proj", "attn.wv": "self_attn.v_proj",
-            "attn.wo": "self_attn.o_proj", "mlp.w1": "mlp.gate_proj", "mlp.w3": "mlp.up_proj",
-            "mlp.w2": "mlp.down_proj"}
-    for i in range(c.num_hidden_layers):
-        for a, b in ours.items():
-            names[f"blocks.{i}.{a}.weight"] = f"model.layers.{i}.{b}.weight"
+    names = tmm.hf.llama.hf_names(model.config)  # the one Llama name map
     hf_state = hf.state_dict()
     state = {a: hf_state[b].clone() for a, b in names.items()}
     assert set(state) == set(model.state_dict()), "the name map covers every tmm tensor"

@@ -9,6 +9,7 @@ and those drivers (the scripts in scripts/ are command lines over them):
   ops, ops_report   the operator benchmark (scripts/bench_ops.py)
   crossover   the CPU direct/FFT crossover (scripts/bench_crossover.py)
   decode      the decoding benchmark (scripts/bench_decode.py)
+  compile     a drop-in model's training step, eager vs torch.compile (scripts/bench_compile.py)
   limits      the longest sequence per model (scripts/resource_limits.py)
   gpu_check   the one-shot GPU check (scripts/gpu_check.sh, gpu_check.py)
 

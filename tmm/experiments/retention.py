@@ -3,8 +3,9 @@ information extraction from a frozen trained language model, and
 information capacity of an encoder trained end to end. The models are
 :mod:`tmm.experiments.retention_model`'s.
 
-    from tmm.experiments.retention import RetentionSettings, run_retention
+    from tmm.experiments.retention import RetentionSettings, run, run_retention
     result = run_retention(RetentionSettings(modes=["capacity"], archs="tmm,hyena", steps=300))
+    summary = run({"mode": "authors", "modes": "extraction", "steps": 300})   # the authors' mode; a dict of fields
 
 ``scripts/retention.py`` is its command line: each flag is the field of
 :class:`RetentionSettings` of the same name.
@@ -23,9 +24,22 @@ split, evaluation on its held-out split. Every architecture's config is
 - ``none`` (``baseline``, on by default): the decoder alone on a zero
   vector: the accuracy reachable with no information about the input.
 
+``mode`` picks the bottleneck and decoder (:mod:`.retention_model`):
+"batchnorm" (the default, comparable with earlier results: the state the
+head reads at position -1, a BatchNorm-standardised projection repeated
+along the window, 2 TMM blocks of width 128) or "authors" (the authors'
+information-extraction setup: the last block's raw output at position -2,
+the unroll bottleneck, masked-mixer blocks as wide as the encoder; 4 blocks
+by default on the CPU, ``decoder_layers=16`` as theirs). ``decoder_d``,
+``decoder_layers`` and ``position`` left at None take the mode's defaults
+(:data:`MODE_DEFAULTS`).
+
 The decoder is the same for every encoder and is initialised from the same
 seed. Training is tmm.train.train; ``time_budget_min`` caps each mode's
 total training time, shared evenly among the training phases still to run.
+``resume`` continues an interrupted run in ``out``: every (mode, arch) its
+summary.json holds is kept (its curve from metrics.jsonl), the others run;
+the settings must be the run's (threads, no_progress excepted).
 
 Output in ``out`` (default results/retention-<timestamp>/): metrics.jsonl
 (every evaluation row, with mode, arch and phase), summary.json, summary.md
@@ -53,13 +67,25 @@ from . import provenance
 from .budget import EvenShares
 from .errors import SettingsError
 from .model_configs import config_names, fit_to_task, labels_for, read_config
-from .retention_model import Autoencoder, RegenerateTask, position_accuracy
+from .retention_model import DECODER_MODES, Autoencoder, RegenerateTask, position_accuracy
 from .retention_report import markdown, write_plots, write_report
 from .task_options import parse_task_options
 
-__all__ = ["MODES", "RetentionSettings", "RetentionResult", "run_retention", "run_one"]
+__all__ = ["MODES", "DECODER_MODES", "MODE_DEFAULTS", "RetentionSettings", "RetentionResult", "run", "run_retention",
+           "run_one"]
 
 MODES = ("extraction", "capacity")
+# Each decoder mode's defaults for the settings left at None. "authors":
+# decoder_d None = each encoder's own d (their Linear(d/2, d)); 4 blocks is
+# the CPU-sized depth, theirs is 16 (decoder_layers=16).
+MODE_DEFAULTS = {"batchnorm": {"decoder_d": 128, "decoder_layers": 2, "position": -1},
+                 "authors": {"decoder_d": None, "decoder_layers": 4, "position": -2}}
+AUTHORS_DECODER_LAYERS = 16  # their information_extraction.py
+# Settings that may differ when a run is resumed: they change how, not what, it computes.
+RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "save_encoders"}
+# The baseline's bottleneck width in authors mode when decoder_d is None and
+# no encoder sets it (its input is a zero vector: the width only sizes the unroll).
+_BASELINE_D = 128
 
 
 @dataclasses.dataclass
@@ -67,6 +93,7 @@ class RetentionSettings:
     """The command line of scripts/retention.py (field ``pretrain_steps`` is flag ``--pretrain-steps``)."""
 
     modes: list = dataclasses.field(default_factory=lambda: list(MODES))  # extraction and/or capacity
+    mode: str = "batchnorm"  # the bottleneck and decoder: batchnorm (the default) or authors
     archs: str = "tmm,transformer,hyena,mamba2"  # uses models/<arch>-cpu-small.json
     configs: Optional[str] = None  # comma-separated config names or JSON paths; replaces archs
     baseline: bool = True  # the zero-vector baseline ("none")
@@ -79,9 +106,9 @@ class RetentionSettings:
     steps: int = 400  # decoder (extraction) or autoencoder (capacity) steps
     batch_size: int = 16
     lr: float = 1e-3
-    decoder_d: int = 128
-    decoder_layers: int = 2
-    position: int = -1  # the encoder position read (-1: the last)
+    decoder_d: Optional[int] = None  # decoder width (None: the mode's, MODE_DEFAULTS)
+    decoder_layers: Optional[int] = None  # decoder blocks (None: the mode's; authors' own value 16)
+    position: Optional[int] = None  # the encoder position read (None: the mode's, -1 or -2)
     eval_batches: int = 4  # held-out batches per evaluation during training
     final_eval_batches: int = 16  # held-out batches of the final per-position accuracy
     time_budget_min: Optional[float] = None  # cap on each mode's total training time
@@ -90,6 +117,7 @@ class RetentionSettings:
     seed: int = 0
     out: Optional[str] = None
     no_progress: bool = False
+    resume: bool = False  # continue the run in out: its finished (mode, arch) runs are kept
 
     def checked(self) -> "RetentionSettings":
         """A copy with modes as a list; SettingsError naming the flag for a value out of range."""
@@ -101,10 +129,23 @@ class RetentionSettings:
         if bad or not s.modes:
             raise SettingsError(f"--modes: expected a comma-separated subset of {', '.join(MODES)}, "
                                 f"got {bad or 'nothing'}")
-        for name in ("n", "pretrain_steps", "steps", "batch_size", "decoder_d", "decoder_layers", "eval_batches",
-                     "final_eval_batches", "threads"):
-            if getattr(s, name) < 1:
-                raise SettingsError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(s, name)}")
+        if s.mode not in DECODER_MODES:
+            raise SettingsError(f"--mode: expected one of {', '.join(DECODER_MODES)}, got {s.mode!r}")
+        for name, value in MODE_DEFAULTS[s.mode].items():
+            if getattr(s, name) is None:
+                setattr(s, name, value)
+        for name in ("n", "pretrain_steps", "steps", "batch_size", "decoder_layers", "eval_batches",
+                     "final_eval_batches", "threads") + (("decoder_d",) if s.decoder_d is not None else ()):
+            value, flag = getattr(s, name), f"--{name.replace('_', '-')}"
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SettingsError(f"{flag} must be an integer, got {value!r}")
+            if value < 1:
+                raise SettingsError(f"{flag} must be >= 1, got {value}")
+        if s.resume and not s.out:
+            raise SettingsError("--resume needs --out, the folder of the run to continue")
+        if isinstance(s.position, bool) or not isinstance(s.position, int) or not -s.n <= s.position < s.n:
+            raise SettingsError(f"--position must be an integer in [-{s.n}, {s.n - 1}] (--n {s.n}), "
+                                f"got {s.position!r}")
         return s
 
     def task_options(self) -> dict:
@@ -154,14 +195,16 @@ def _encoder(s, mode, label, cfg, task, budget, log, res):
     return encoder
 
 
-def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log) -> dict:
-    """Trains one (mode, arch) and returns its result dict (cfg None: the baseline)."""
-    res = {"mode": mode, "arch": label, "status": "done", "note": None}
+def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=None) -> dict:
+    """Trains one (mode, arch) and returns its result dict (cfg None: the
+    baseline, whose zero vector is ``baseline_d`` wide where decoder_d is None)."""
+    res = {"mode": mode, "arch": label, "decoder_mode": s.mode, "status": "done", "note": None}
     encoder = _encoder(s, mode, label, cfg, task, budget, log, res)
     torch.manual_seed(s.seed + 1)  # the same decoder initialisation for every encoder
+    d_in = int(cfg["d_model"]) if cfg else (s.decoder_d or baseline_d or _BASELINE_D)
     model = Autoencoder(encoder, task.vocab_size, task.seq_len, frozen=(mode == "extraction"),
-                        position=s.position, d_in=int(cfg["d_model"]) if cfg else s.decoder_d,
-                        d=s.decoder_d, layers=s.decoder_layers)
+                        position=s.position, d_in=d_in, mode=s.mode, d=s.decoder_d, layers=s.decoder_layers)
+    res["state"] = model.state  # which state the decoder reads (None: the baseline)
     res["trainable_params"] = model.num_parameters()
     res["decoder_params"] = sum(p.numel() for p in model.decoder.parameters())
     res["rows"] = []
@@ -183,6 +226,34 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log) -> dict:
     return res
 
 
+def _finished_runs(out, s) -> dict:
+    """(mode, arch) -> the result dict of each run the summary.json in ``out``
+    holds, its evaluation rows restored from metrics.jsonl (the last
+    sequence of each, should an interrupted attempt have logged rows too);
+    SettingsError if that run's settings differ from ``s``."""
+    path = out / "summary.json"
+    if not path.is_file():
+        return {}
+    saved = json.loads(path.read_text())
+    before, now = saved.get("args", {}), dataclasses.asdict(s)
+    diff = [f"--{k.replace('_', '-')}: the run had {before[k]!r}, this command {now[k]!r}"
+            for k in sorted(set(before) & set(now) - RUNTIME_SETTINGS) if before[k] != now[k]]
+    if diff:
+        raise SettingsError("--resume: give the settings of the run being resumed; they differ in " + "; ".join(diff))
+    rows = {}
+    metrics = out / "metrics.jsonl"
+    for line in (metrics.read_text().splitlines() if metrics.is_file() else []):
+        r = json.loads(line)
+        if r.get("phase") != r.get("mode"):
+            continue  # pretraining rows
+        seq = rows.setdefault((r["mode"], r["arch"]), [])
+        if seq and r["step"] <= seq[-1]["step"]:
+            seq.clear()  # a later attempt of the same run
+        seq.append({k: v for k, v in r.items() if k not in ("mode", "arch", "phase")})
+    return {(r["mode"], r["arch"]): {**r, "rows": rows.get((r["mode"], r["arch"]), [])}
+            for r in saved.get("runs", [])}
+
+
 def run_retention(settings: RetentionSettings, *, results_root=None,
                   log_prefix="tmm.experiments.retention") -> RetentionResult:
     """Runs every mode for every architecture (and the baseline); see the
@@ -196,6 +267,7 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
     configs = [(label, fit_to_task(cfg, task)) for (cfg, _), label in zip(read, labels_for(read))]
     if s.baseline:
         configs.append(("none", None))
+    baseline_d = max((int(cfg["d_model"]) for _, cfg in configs if cfg), default=None)
 
     root = Path(results_root) if results_root is not None else provenance.default_results_root()
     out = Path(s.out) if s.out else provenance.fresh_folder(root, "retention")
@@ -205,7 +277,10 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
     gen = torch.Generator().manual_seed(s.seed + 2_000_003)
     eval_set = [regen.eval_batch(s.batch_size, gen) for _ in range(s.final_eval_batches)]
 
+    done = _finished_runs(out, s) if s.resume else {}
     results, notes = [], []
+    if done:
+        notes.append(f"resumed: {len(done)} finished run(s) kept from the earlier attempt")
     with open(out / "metrics.jsonl", "a") as metrics:
         for mode in s.modes:
             phases = sum(2 if (mode == "extraction" and cfg is not None) else 1 for _, cfg in configs)
@@ -215,7 +290,12 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
                     metrics.write(json.dumps({"mode": mode, "arch": label, **row}) + "\n")
                     metrics.flush()
 
-                results.append(run_one(s, mode, label, cfg, task, regen, budget, eval_set, log))
+                if (mode, label) in done:
+                    for _ in range(2 if (mode == "extraction" and cfg is not None) else 1):
+                        budget.cap()  # its phases are skipped: their shares go to the others
+                    results.append(done[(mode, label)])
+                    continue
+                results.append(run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d))
                 write_report(out, s, task, results, notes)
                 write_plots(out, results, s.modes)
     if not write_plots(out, results, s.modes):
@@ -223,3 +303,24 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
     notes.append(f"total wall time {time.monotonic() - t0:.0f} s")
     rows, verdicts = write_report(out, s, task, results, notes)
     return RetentionResult(out, rows, verdicts, markdown(rows), notes)
+
+
+def run(settings) -> dict:
+    """The library entry point of claim suites: ``settings`` a
+    :class:`RetentionSettings` or a dict of its fields (``mode``,
+    ``modes``, ``steps``, ``pretrain_steps``, ...; every budget in steps,
+    ``time_budget_min`` None unless asked; ``resume=True`` with ``out``
+    continues an interrupted run, run by run). Returns summary.json's content
+    (args, task, verdicts, table, runs, notes) plus ``out`` (the results
+    folder) and ``markdown`` (the table). SettingsError for a bad setting."""
+    if isinstance(settings, dict):
+        unknown = sorted(set(settings) - set(RetentionSettings.__dataclass_fields__))
+        if unknown:
+            raise SettingsError(f"retention.run: unknown setting(s) {', '.join(unknown)} "
+                                f"(known: {', '.join(RetentionSettings.__dataclass_fields__)})")
+        settings = RetentionSettings(**settings)
+    elif not isinstance(settings, RetentionSettings):
+        raise SettingsError(f"retention.run: expected RetentionSettings or a dict, got {type(settings).__name__}")
+    result = run_retention(settings)
+    summary = json.loads((result.out / "summary.json").read_text())
+    return {**summary, "out": str(result.out), "markdown": result.markdown}

@@ -8,11 +8,11 @@ information extraction and information capacity; the driver is
     task = RegenerateTask(tmm.tasks.make("lm", seq_len=32))
     tmm.train.train(ae, task, TrainConfig(...))          # trains the decoder (and the encoder unless frozen)
 
-The encoder reads the n input tokens; its last hidden state (the d-vector the
-LM head reads at position ``position``, default -1: after the whole input)
-is the only thing the decoder sees. The decoder (:class:`BottleneckDecoder`,
-the same for every encoder) must regenerate all n input tokens at once:
-labels = the input itself, metric = argmax token accuracy.
+The encoder reads the n input tokens; one of its hidden states (a d-vector
+at position ``position``, which the mode sets below) is the only thing the
+decoder sees. The decoder (the same for every encoder) must regenerate all
+n input tokens at once: labels = the input itself, metric = argmax token
+accuracy.
 
 - Extraction: the encoder is a trained language model, frozen
   (``frozen=True``): how much of its input its state still holds.
@@ -21,11 +21,19 @@ labels = the input itself, metric = argmax token accuracy.
 - ``encoder=None`` gives the no-information baseline: the decoder sees a
   zero vector and can only learn the input-independent guess per position.
 
-The authors (ToeplitzMixers, information_extraction.py) take the state at
-position -2 of a causal LM (their inputs end with a token that carries
-nothing) and repeat or "unroll" it along the sequence into a masked-mixer
-decoder. Here the state is at -1 (our windows carry text up to the end), and
-it is projected, repeated, and told its position by a learned embedding.
+Two decoder modes (``mode``):
+
+- ``"batchnorm"`` (the default, comparable with earlier results): the state
+  the LM head reads at position -1 (our windows carry text up to the end),
+  standardised, projected, repeated and told its position by a learned
+  embedding (:class:`BottleneckDecoder`).
+- ``"authors"``: the authors' setup (ToeplitzMixers, information_extraction.py):
+  the raw output of the last block (before any final norm,
+  :func:`last_block_states`) at position -2 (their inputs end with a token
+  that carries nothing), "unrolled" (position i reads the d/2-slice of the
+  vector starting at i mod d, wrapping around; one shared Linear(d/2, d):
+  :class:`UnrollBottleneck`), then a deep decoder of masked-mixer blocks
+  (:class:`MaskedMixerDecoder`).
 """
 from __future__ import annotations
 
@@ -35,10 +43,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..nn import CausalToeplitz
+from ..nn import CausalToeplitz, SequenceModel, TMMBlock, ToeplitzMixer
 from ..tasks import IGNORE_INDEX, Task
 
-__all__ = ["BottleneckDecoder", "Autoencoder", "RegenerateTask", "position_accuracy"]
+__all__ = ["DECODER_MODES", "BottleneckDecoder", "UnrollBottleneck", "MaskedMixerDecoder", "Autoencoder",
+           "RegenerateTask", "last_block_states", "python_twin", "state_source", "unroll_indices",
+           "position_accuracy"]
+
+DECODER_MODES = ("batchnorm", "authors")
+# The zoo architectures whose final norm is optional (config "final_norm"):
+# their last block's raw output is reachable from Python (tmm.nn.SequenceModel).
+_OPTIONAL_FINAL_NORM = ("tmm", "hyena")
 
 Output = collections.namedtuple("Output", ["logits", "loss"])
 
@@ -92,24 +107,153 @@ class BottleneckDecoder(nn.Module):
         return self.head(self.norm(x))
 
 
-class Autoencoder(nn.Module):
-    """Encoder (a tmm.models LanguageModel, or None for the baseline) ->
-    its hidden state at ``position`` -> :class:`BottleneckDecoder`.
-    ``model(ids, labels=ids)`` returns ``(logits, loss)`` as the zoo models
-    do, so :func:`tmm.train.train` trains it."""
+def unroll_indices(d, seq_len):
+    """seq_len x d//2 int64: row i is (i mod d + arange(d//2)) mod d, the
+    entries of the d-vector that position i reads (the authors' unroll)."""
+    if not isinstance(d, int) or d < 2:
+        raise ValueError(f"unroll_indices: d must be an int >= 2 (position i reads d//2 entries), got {d!r}")
+    if not isinstance(seq_len, int) or seq_len < 1:
+        raise ValueError(f"unroll_indices: seq_len must be a positive int, got {seq_len!r}")
+    i = torch.arange(seq_len)[:, None]
+    return (i % d + torch.arange(d // 2)[None]) % d
 
-    def __init__(self, encoder, vocab_size, seq_len, frozen=True, position=-1, d_in=None, **decoder_opts):
+
+class UnrollBottleneck(nn.Module):
+    """B x d_in -> B x seq_len x d: position i gets W @ z[(i mod d_in +
+    arange(d_in/2)) mod d_in] + b, one Linear(d_in//2, d) shared by all
+    positions (the authors' "unroll": a sliding window over the vector, so
+    each position sees a different half of it, and position comes from
+    which half)."""
+
+    def __init__(self, d_in, seq_len, d):
         super().__init__()
+        self.register_buffer("index", unroll_indices(d_in, seq_len), persistent=False)  # L x d_in//2
+        self.d_in = d_in
+        self.proj = nn.Linear(d_in // 2, d)
+
+    def forward(self, z):
+        if z.dim() != 2 or z.shape[1] != self.d_in:
+            raise ValueError(f"UnrollBottleneck: expected B x {self.d_in}, got {tuple(z.shape)}")
+        return self.proj(z[:, self.index])  # B x L x d_in//2 -> B x L x d
+
+
+class MaskedMixerDecoder(nn.Module):
+    """B x d_in -> B x seq_len x vocab logits, the authors' information
+    decoder: :class:`UnrollBottleneck` to width ``d`` (default d_in, as
+    theirs), ``layers`` masked-mixer blocks (tmm.nn.TMMBlock around a flat
+    ``ToeplitzMixer(masked=True)``: a learned lower-triangular seq_len x
+    seq_len matrix plus a per-position bias; mixer first, GELU FFN of 4 d,
+    LayerNorm, as their MixerBlock), no final norm, and a Linear head without
+    bias. PyTorch's default init everywhere (theirs: no init is applied)."""
+
+    def __init__(self, d_in, vocab_size, seq_len, d=None, layers=4):
+        super().__init__()
+        d = d_in if d is None else d
+        for name, v in (("d_in", d_in), ("vocab_size", vocab_size), ("seq_len", seq_len), ("d", d),
+                        ("layers", layers)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"MaskedMixerDecoder: {name} must be a positive int, got {v!r}")
+        if d_in < 2:
+            raise ValueError(f"MaskedMixerDecoder: d_in must be >= 2 (the unroll reads d_in//2 entries), got {d_in}")
+        self.seq_len = seq_len
+        self.bottleneck = UnrollBottleneck(d_in, seq_len, d)
+        self.blocks = nn.ModuleList(
+            TMMBlock(d, mixer=ToeplitzMixer(d, seq_len, masked=True), activation="gelu", block_order="mixer_first",
+                     init="torch", registration="mixer_first")
+            for _ in range(layers))
+        self.head = nn.Linear(d, vocab_size, bias=False)
+
+    def forward(self, z):
+        x = self.bottleneck(z)  # B x L x d
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _needs_twin(encoder):
+    return (not isinstance(encoder, SequenceModel) and getattr(encoder, "arch", None) in _OPTIONAL_FINAL_NORM
+            and bool(encoder.config.get("final_norm")))
+
+
+def state_source(encoder):
+    """What :func:`last_block_states` gives for ``encoder`` (a zoo TMM or
+    Hyena with a final norm: for its :func:`python_twin`): "raw last block",
+    or "after the final norm" for the zoo's Transformer and Mamba2, whose
+    final RMSNorm is part of the C++ model: its forward exposes only the
+    normed states, and Python cannot reach the state before it."""
+    if isinstance(encoder, SequenceModel) or getattr(encoder, "arch", None) in _OPTIONAL_FINAL_NORM:
+        return "raw last block"
+    return "after the final norm"
+
+
+def python_twin(encoder):
+    """A zoo TMM or Hyena with a final norm as a tmm.nn.SequenceModel with
+    the same tensor values (copied), frozen flags and mode, so its last
+    block's raw output is reachable; any other encoder is returned as is."""
+    if not _needs_twin(encoder):
+        return encoder
+    twin = SequenceModel.from_config(encoder.config)
+    twin.load_state_dict(encoder.state_dict())
+    frozen = {n for n, p in encoder.named_parameters() if not p.requires_grad}
+    for n, p in twin.named_parameters():
+        p.requires_grad_(n not in frozen)
+    return twin.train(encoder.training)
+
+
+def last_block_states(encoder, ids):
+    """B x L ids -> B x L x d: the output of the encoder's last block, before
+    any final norm (a tmm.nn.SequenceModel's, or a zoo model's without a final
+    norm: the states its head reads). For the zoo's Transformer and Mamba2 it
+    is the states after their final norm (see :func:`state_source`); a zoo
+    TMM or Hyena with a final norm must first be made a :func:`python_twin`."""
+    if isinstance(encoder, SequenceModel):
+        encoder._check_ids(ids)
+        h = encoder.embed(ids)
+        for block in encoder.blocks:
+            h = block(h)
+        return h
+    if _needs_twin(encoder):
+        raise ValueError(f"last_block_states: this zoo {encoder.arch} has a final norm, which its C++ forward "
+                         "always applies; pass python_twin(encoder)")
+    return encoder.hidden_states(ids)
+
+
+class Autoencoder(nn.Module):
+    """Encoder (a tmm.models LanguageModel or tmm.nn.SequenceModel, or None
+    for the baseline) -> its state at ``position`` -> the decoder of ``mode``:
+    "batchnorm" (the head's input state, :class:`BottleneckDecoder`; options
+    d, layers, heads) or "authors" (the raw last block's state,
+    :func:`last_block_states`, into :class:`MaskedMixerDecoder`; options d,
+    layers; a zoo TMM or Hyena with a final norm is replaced by its
+    :func:`python_twin`). ``model(ids, labels=ids)`` returns ``(logits,
+    loss)`` as the zoo models do, so :func:`tmm.train.train` trains it."""
+
+    def __init__(self, encoder, vocab_size, seq_len, frozen=True, position=-1, d_in=None, mode="batchnorm",
+                 **decoder_opts):
+        super().__init__()
+        if mode not in DECODER_MODES:
+            raise ValueError(f"Autoencoder: mode must be one of {', '.join(DECODER_MODES)}, got {mode!r}")
         if encoder is None and d_in is None:
             raise ValueError("Autoencoder: without an encoder, give d_in (the bottleneck width)")
-        self.encoder = encoder
+        if not -seq_len <= int(position) < seq_len:
+            raise ValueError(f"Autoencoder: position must be in [-{seq_len}, {seq_len - 1}], got {position}")
+        self.mode = mode
+        self.encoder = python_twin(encoder) if (encoder is not None and mode == "authors") else encoder
         self.frozen = bool(frozen)
         self.position = int(position)
-        self.d_in = int(d_in if d_in is not None else encoder.config["d_model"])
+        if d_in is None:  # a SequenceModel has d_model, a zoo model its config
+            d_in = getattr(self.encoder, "d_model", None) or self.encoder.config["d_model"]
+        self.d_in = int(d_in)
+        self.state = None if encoder is None else (
+            state_source(self.encoder) if mode == "authors" else "head input")
         if encoder is not None and self.frozen:
-            for p in encoder.parameters():
+            for p in self.encoder.parameters():
                 p.requires_grad_(False)
-        self.decoder = BottleneckDecoder(self.d_in, vocab_size, seq_len, **decoder_opts)
+        decoder = MaskedMixerDecoder if mode == "authors" else BottleneckDecoder
+        self.decoder = decoder(self.d_in, vocab_size, seq_len, **decoder_opts)
+
+    def _states(self, ids):
+        return last_block_states(self.encoder, ids) if self.mode == "authors" else self.encoder.hidden_states(ids)
 
     def encode(self, ids):
         """B x L ids -> B x d_in: the bottleneck."""
@@ -118,8 +262,8 @@ class Autoencoder(nn.Module):
         if self.frozen:
             self.encoder.eval()  # a frozen model keeps its inference behaviour
             with torch.no_grad():
-                return self.encoder.hidden_states(ids)[:, self.position].detach()
-        return self.encoder.hidden_states(ids)[:, self.position]
+                return self._states(ids)[:, self.position].detach()
+        return self._states(ids)[:, self.position]
 
     def forward(self, ids, labels=None):
         logits = self.decoder(self.encode(ids))

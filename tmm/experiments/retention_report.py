@@ -3,8 +3,10 @@ the printed table), a verdict per mode, and the plots
 (retention_vs_steps.png, retention_by_position.png).
 
 A result is a dict per (mode, arch) as :func:`tmm.experiments.retention.run_one`
-returns it: mode, arch, status, note, encoder_params, trainable_params,
-pretrained, rows, steps, wall_s, final_loss, position_acc, final_acc."""
+returns it: mode, arch, decoder_mode, state, status, note, encoder_params,
+trainable_params, decoder_params, pretrained, rows, steps, wall_s,
+final_loss, position_acc, final_acc. The report names the decoder mode
+("batchnorm" or "authors") in its title, its setup line and each row."""
 from __future__ import annotations
 
 import json
@@ -12,10 +14,10 @@ import json
 from ..files import atomic_savefig, atomic_write_text
 from .formatting import fmt_any, markdown_table
 
-__all__ = ["summarise", "markdown", "verdict", "write_plots", "write_report"]
+__all__ = ["summarise", "markdown", "verdict", "setup_line", "write_plots", "write_report"]
 
-HEADER = ["mode", "arch", "encoder params", "LM eval bpb", "steps", "token acc", "eval loss", "train wall s",
-          "status"]
+HEADER = ["mode", "arch", "encoder params", "decoder params", "state read", "LM eval bpb", "steps", "token acc",
+          "eval loss", "train wall s", "status"]
 
 
 def summarise(results) -> list:
@@ -24,8 +26,10 @@ def summarise(results) -> list:
     for r in results:
         pre = r.get("pretrained") or {}
         rows.append({
-            "mode": r["mode"], "arch": r["arch"], "encoder_params": r.get("encoder_params"),
-            "trainable_params": r.get("trainable_params"), "lm_eval_bpb": pre.get("eval_bpb"),
+            "mode": r["mode"], "arch": r["arch"], "decoder_mode": r.get("decoder_mode"),
+            "state": r.get("state"), "encoder_params": r.get("encoder_params"),
+            "trainable_params": r.get("trainable_params"), "decoder_params": r.get("decoder_params"),
+            "lm_eval_bpb": pre.get("eval_bpb"),
             "steps": r.get("steps"), "token_acc": r.get("final_acc"), "eval_loss": r.get("final_loss"),
             "wall_s": r.get("wall_s"), "status": r["status"], "note": r.get("note"),
         })
@@ -34,7 +38,8 @@ def summarise(results) -> list:
 
 def markdown(rows) -> str:
     return markdown_table(HEADER, [[
-        s["mode"], s["arch"], fmt_any(s["encoder_params"]), fmt_any(s["lm_eval_bpb"]), fmt_any(s["steps"]),
+        s["mode"], s["arch"], fmt_any(s["encoder_params"]), fmt_any(s.get("decoder_params")),
+        s.get("state") or "-", fmt_any(s["lm_eval_bpb"]), fmt_any(s["steps"]),
         fmt_any(s["token_acc"]), fmt_any(s["eval_loss"]), fmt_any(s["wall_s"], 1), s["status"],
     ] for s in rows])
 
@@ -71,7 +76,8 @@ def write_plots(out, results, modes) -> bool:
                             label=r["arch"], **style)
                 elif kind == "position" and r.get("position_acc"):
                     ax.plot(range(len(r["position_acc"])), r["position_acc"], label=r["arch"], **style)
-            ax.set_title(mode)
+            decoder = next((r.get("decoder_mode") for r in results if r.get("decoder_mode")), None)
+            ax.set_title(f"{mode} (decoder mode {decoder})" if decoder else mode)
             ax.set_xlabel("decoder training steps" if kind == "steps" else "position in the input")
             ax.set_ylabel("held-out token accuracy")
             ax.set_ylim(-0.02, 1.02)
@@ -84,16 +90,30 @@ def write_plots(out, results, modes) -> bool:
     return True
 
 
+def setup_line(settings, task) -> str:
+    """One sentence: the decoder mode and what it reads, builds and scores."""
+    d = settings.decoder_d if settings.decoder_d is not None else "d"
+    width = f"{d} (the encoder's)" if d == "d" else f"{d}"
+    if settings.mode == "authors":
+        how = (f"decoder mode authors: the raw output of the encoder's last block at position {settings.position} "
+               f"(the state after the final norm where the table says so), unrolled (position i reads the d/2 "
+               f"entries from i mod d) through one Linear(d/2, {d}), then {settings.decoder_layers} masked-mixer "
+               f"blocks of width {width} and a head")
+    else:
+        how = (f"decoder mode batchnorm: the state the encoder's head reads at position {settings.position}, "
+               f"standardised (BatchNorm), projected, repeated with a learned position embedding, then "
+               f"{settings.decoder_layers} TMM blocks of width {d} and a head")
+    return (f"{task.describe()}. Windows of {task.seq_len} tokens; {how}. Token accuracy: argmax regeneration "
+            f"accuracy over {settings.final_eval_batches * settings.batch_size} held-out windows.")
+
+
 def write_report(out, settings, task, results, notes):
     """summary.md and summary.json; returns (table rows, verdicts)."""
     rows = summarise(results)
     verdicts = [verdict(rows, m) for m in settings.modes]
     md = [
-        f"# Information retention through one vector ({', '.join(settings.modes)})", "",
-        task.describe() + f". Windows of {task.seq_len} tokens; the encoder's hidden state at position "
-        f"{settings.position}; decoder d={settings.decoder_d}, {settings.decoder_layers} layers. Token accuracy: "
-        f"argmax regeneration accuracy over {settings.final_eval_batches * settings.batch_size} held-out windows.",
-        "", markdown(rows), "", *[f"**{v}**" for v in verdicts],
+        f"# Information retention through one vector ({', '.join(settings.modes)}; decoder mode {settings.mode})",
+        "", setup_line(settings, task), "", markdown(rows), "", *[f"**{v}**" for v in verdicts],
     ]
     if notes:
         md += ["", "Notes:", ""] + [f"- {n}" for n in notes]
@@ -102,6 +122,6 @@ def write_report(out, settings, task, results, notes):
     slim = [{k: v for k, v in r.items() if k != "rows"} for r in results]
     args = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
     atomic_write_text(out / "summary.json", json.dumps(
-        {"args": args, "task": task.options, "verdicts": verdicts,
+        {"args": args, "decoder_mode": settings.mode, "task": task.options, "verdicts": verdicts,
          "table": rows, "runs": slim, "notes": notes}, indent=2, default=str) + "\n")
     return rows, verdicts
