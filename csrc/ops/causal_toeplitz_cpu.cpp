@@ -11,6 +11,7 @@
 #include "ops/backward_outputs.h"
 #include "ops/checks.h"
 #include "ops/params_from_tensors.h"
+#include "ops/run_kernels.h"
 #include "tmm/ops/path.h"
 
 namespace tmm::detail {
@@ -33,18 +34,6 @@ cpu::Algorithm cpu_algorithm() {
   }
 }
 
-// Runs a torch-free entry point; its errors (std::exception) become c10::Errors.
-template <class F>
-void run_kernels(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, "causal_toeplitz: ", e.what());
-  }
-}
-
 at::Tensor causal_toeplitz_cpu(const at::Tensor& x, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias) {
   const kernels::ToeplitzShape s = check_forward_args(x, weight, bias);
@@ -52,7 +41,7 @@ at::Tensor causal_toeplitz_cpu(const at::Tensor& x, const at::Tensor& weight,
   if (y.numel() == 0) return y;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_cpu", [&] {
     const auto p = make_forward_params<scalar_t>(s, x, weight, bias, y);
-    run_kernels([&] { cpu::toeplitz_forward(p, torch_parallel_for(), cpu_algorithm()); });
+    run_kernels("causal_toeplitz: ", [&] { cpu::toeplitz_forward(p, torch_parallel_for(), cpu_algorithm()); });
   });
   return y;
 }
@@ -73,7 +62,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cpu(
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_backward_cpu", [&] {
       const auto p = make_backward_params<scalar_t>(s, grad_y, x, weight, mask[0] ? &gx : nullptr,
                                                      mask[1] ? &gw : nullptr);
-      run_kernels([&] { cpu::toeplitz_backward(p, torch_parallel_for(), cpu_algorithm()); });
+      run_kernels("causal_toeplitz: ", [&] { cpu::toeplitz_backward(p, torch_parallel_for(), cpu_algorithm()); });
     });
   }
   if (mask[2]) fill_grad_bias(grad_y, s, gb);

@@ -9,7 +9,6 @@
 // tests and for measuring the crossover: cufft or fused; fused runs auto's
 // choice (cuFFT) where it does not apply (double, long L, wide taps), and the
 // CPU's paths (direct, fft) run auto's choice here.
-#include <exception>
 #include <tuple>
 #include <vector>
 
@@ -25,6 +24,7 @@
 #include "ops/cufft_plan_pool_cuda.h"
 #include "ops/backward_outputs.h"
 #include "ops/params_from_tensors.h"
+#include "ops/run_kernels.h"
 #include "tmm/ops/path.h"
 
 namespace tmm::detail {
@@ -91,18 +91,6 @@ class TorchResources final : public tmm::cuda::Resources {
   std::vector<at::Tensor> buffers_;  // alive until the op returns
 };
 
-// Runs a torch-free entry point; its errors (std::runtime_error) become c10::Errors.
-template <class F>
-void run_kernels(F&& f) {
-  try {
-    f();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    TORCH_CHECK(false, e.what());
-  }
-}
-
 // ------------------------------------------------------------------ ops
 at::Tensor causal_toeplitz_cuda(const at::Tensor& x, const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias) {
@@ -116,7 +104,7 @@ at::Tensor causal_toeplitz_cuda(const at::Tensor& x, const at::Tensor& weight,
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "causal_toeplitz_cuda", [&] {
     const auto p = make_forward_params<scalar_t>(s, x, weight, bias, y);
     TorchResources res(x, stream);
-    run_kernels([&] { tmm::cuda::toeplitz_forward(p, res, stream, algo); });
+    run_kernels("", [&] { tmm::cuda::toeplitz_forward(p, res, stream, algo); });
   });
   return y;
 }
@@ -141,7 +129,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> causal_toeplitz_backward_cuda(
       const auto p = make_backward_params<scalar_t>(s, grad_y, x, weight, mask[0] ? &gx : nullptr,
                                                      mask[1] ? &gw : nullptr);
       TorchResources res(x, stream);
-      run_kernels([&] { tmm::cuda::toeplitz_backward(p, res, stream, algo); });
+      run_kernels("", [&] { tmm::cuda::toeplitz_backward(p, res, stream, algo); });
     });
   }
   if (mask[2]) fill_grad_bias(grad_y, s, gb);
