@@ -75,7 +75,8 @@ def parse_args(argv=None):
                    help="held-out batches of the final per-position accuracy")
     p.add_argument("--time-budget-min", type=float, default=None, help="cap on each mode's total training time")
     p.add_argument("--save-encoders", action="store_true",
-                   help="extraction: save each pretrained LM under OUT/encoders/")
+                   help="save each pretrained LM under OUT/encoders/ and each capacity-trained encoder "
+                        "(the C++ model itself, not a Python twin) under OUT/capacity-encoders/")
     p.add_argument("--threads", type=int, default=D.threads)
     p.add_argument("--seed", type=int, default=D.seed)
     p.add_argument("--out", default=None)

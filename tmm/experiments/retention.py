@@ -112,7 +112,7 @@ class RetentionSettings:
     eval_batches: int = 4  # held-out batches per evaluation during training
     final_eval_batches: int = 16  # held-out batches of the final per-position accuracy
     time_budget_min: Optional[float] = None  # cap on each mode's total training time
-    save_encoders: bool = False  # extraction: save each pretrained LM under OUT/encoders/
+    save_encoders: bool = False  # save each pretrained LM under OUT/encoders/ and each capacity encoder under OUT/capacity-encoders/
     threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
     seed: int = 0
     out: Optional[str] = None
@@ -223,6 +223,8 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=
         res.update(status="stopped", note=out.stopped_early)
     res["position_acc"] = position_accuracy(model, eval_set)
     res["final_acc"] = sum(res["position_acc"]) / len(res["position_acc"])
+    if s.save_encoders and mode == "capacity" and hasattr(model.encoder, "save"):  # not a Python twin
+        model.encoder.save(Path(s.out) / "capacity-encoders" / label)
     return res
 
 
