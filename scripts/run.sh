@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Sets up everything (system packages, Python environment, build) and runs
-# the main job: the baseline comparison on the copy task (TMM, Transformer,
-# Hyena and Mamba2 at ~1-1.6M parameters, under 10 minutes on 2 cores),
-# writing results/<run>/ (metrics.jsonl, summary.md, plots). Extra arguments
-# go to scripts/compare.py (e.g. --task mqar); the operator benchmark is
-# scripts/bench_ops.py --quick.
+# the main job: the claims suite's copy test (claim 2, information
+# retention) at n = 128 tokens written twice, where a model's state has to
+# hold the input: TMM (4 heads and flat), Transformer, Hyena, Mamba2, frozen
+# TMMs and the width pair, 200 steps each with the same batches (about 3
+# minutes on 2 idle cores, under 10 loaded). It writes
+# results/claims-quick/ (claims.md with the verdicts, tables, plots, JSON);
+# run again it reads the finished runs instead of retraining (delete the
+# folder or give --out to start over). Extra arguments go to
+# scripts/claims.py (e.g. --only copy,mqar); the whole suite is
+# scripts/claims.py (docs/experiments.md), the old quick comparison
+# scripts/compare.py.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 setup_all
 cd "$REPO"
-"$PYTHON" scripts/compare.py "$@"
+"$PYTHON" scripts/claims.py --scale quick --only copy "$@"

@@ -111,7 +111,7 @@ def test_dry_run_plans_every_claim_and_trains_nothing(tmp_path):
 
 @pytest.mark.parametrize("kwargs, needle", [
     ({"only": "copy,nope"}, "--only: expected a comma-separated subset"),
-    ({"scale": "huge"}, "--scale must be one of small, default, paper"),
+    ({"scale": "huge"}, "--scale must be one of small, default, quick, paper"),
     ({"device": "tpu"}, "--device must be cpu or cuda"),
     ({"threads": 0}, "--threads must be >= 1"),
 ])
@@ -160,7 +160,8 @@ def test_copy_verdicts_struggle_and_frozen():
 
 
 def test_value_at_interpolates_between_evaluations():
-    rows = [{"flops_est": 0.0, "eval_bpb": 8.0}, {"flops_est": 10.0, "eval_bpb": 4.0}, {"flops_est": 20.0, "eval_bpb": 2.0}]
+    rows = [{"flops_est": 0.0, "eval_bpb": 8.0}, {"flops_est": 10.0, "eval_bpb": 4.0},
+            {"flops_est": 20.0, "eval_bpb": 2.0}]
     assert value_at(rows, "flops_est", "eval_bpb", 5.0) == 6.0
     assert value_at(rows, "flops_est", "eval_bpb", 20.0) == 2.0
     assert value_at(rows, "flops_est", "eval_bpb", 25.0) is None

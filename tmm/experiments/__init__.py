@@ -3,6 +3,9 @@
 parsing, one call into this package, and printing). Results, tables and
 plots: docs/experiments.md.
 
+- :mod:`~tmm.experiments.claims`: the paper's claims tested, one suite
+  (``ClaimsSettings``, ``run_claims``; ``scripts/claims.py``) of comparisons
+  and retention runs with a verdict per claim, resumable, budgets in steps.
 - :mod:`~tmm.experiments.compare`: the baseline comparison
   (``CompareSettings``, ``run_comparison``): architectures matched by
   parameter count, trained on one task with the same batches; resume,
@@ -10,8 +13,10 @@ plots: docs/experiments.md.
 - :mod:`~tmm.experiments.ablation`: the TMM variants of models/ablation/
   compared by that driver (``run_ablation``).
 - :mod:`~tmm.experiments.retention`: information extraction and capacity
-  through one vector (``RetentionSettings``, ``run_retention``), with the
-  autoencoder of :mod:`~tmm.experiments.retention_model`.
+  through one vector (``RetentionSettings``, ``run_retention``; ``run`` for
+  a dict), in two decoder modes (the BatchNorm decoder, the authors'
+  unroll bottleneck and masked mixers), with the autoencoder of
+  :mod:`~tmm.experiments.retention_model`.
 - :mod:`~tmm.experiments.operator_index`: the Fredholm-index analysis of a
   TMM checkpoint or config (``analyse``).
 

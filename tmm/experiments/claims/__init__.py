@@ -61,7 +61,8 @@ class ClaimsSettings:
     only: Optional[list] = None  # claim names (default: all, in order; "step-time" only when named)
     out: Optional[str] = None  # the suite's folder (default results/claims-<scale>/)
     device: str = "cpu"
-    threads: Optional[int] = None  # torch threads (default: 1 at scale small, whose tiny models gain nothing from more; else all CPUs)
+    # torch threads (default: 1 at scale small, whose tiny models gain nothing from more; else all CPUs)
+    threads: Optional[int] = None
     dry_run: bool = False  # print the plan and exit
     estimate: Optional[bool] = None  # time steps to estimate the cost first (default: with --scale paper)
     no_progress: bool = False

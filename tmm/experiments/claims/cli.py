@@ -15,7 +15,8 @@ def parser() -> argparse.ArgumentParser:
         "Run the experiments that test the paper's claims and write claims.md (tables, verdicts) and PNG plots. "
         "Interrupted runs resume where they stopped; finished ones are read, not retrained."))
     p.add_argument("--scale", default="default", choices=list(SCALES),
-                   help="small: 2-3 minute smoke run; default: about 3 hours on a 2-core CPU; paper: the authors' "
+                   help="small: 2-3 minute smoke run; quick: one seed, shorter (its copy claim is scripts/run.sh); "
+                        "default: about 3 hours on a 2-core CPU; paper: the authors' "
                         "sizes (for --device cuda)")
     p.add_argument("--only", help=f"comma-separated claims: {', '.join(list(CLAIMS) + [STEP_TIME])} (default: all "
                                   f"but {STEP_TIME})")

@@ -95,7 +95,8 @@ def run(suite) -> ClaimResult:
             r = (sweep[lr] or {}).get(spec.label)
             cells.append("-" if r is None else ("diverged" if r.status == "diverged" else f"{r.final_bpb:.3f}"))
         sweep_rows.append(f"| {spec.label} | " + " | ".join(cells) + f" | {chosen.get(spec.label, '-')} |")
-    c.tables.append((f"Sweep: final eval bits per byte after {s.lm_sweep_steps} steps (seed 0):", "\n".join(sweep_rows)))
+    c.tables.append((f"Sweep: final eval bits per byte after {s.lm_sweep_steps} steps (seed 0):",
+                     "\n".join(sweep_rows)))
     pooled = {}
     for label, jobs in long_jobs.items():
         pooled.update(over_seeds(jobs))

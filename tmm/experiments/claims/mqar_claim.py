@@ -76,7 +76,8 @@ def verdict(pooled, setting) -> Verdict:
     acc = {k: pooled[k].mean("final_acc") for k in ("tmm", "transformer", "hyena", "hyena-ar", "mamba2") if k in pooled}
     ev = ", ".join(f"{k} {v:.3f}" for k, v in acc.items() if v is not None)
     if (acc.get("transformer") or 0) < SEPARATES:
-        return Verdict(claim, UNTESTED, ev + f" (the Transformer stays below {SEPARATES}: the setting does not separate)")
+        return Verdict(claim, UNTESTED,
+                       ev + f" (the Transformer stays below {SEPARATES}: the setting does not separate)")
     hyena = max(v for k, v in acc.items() if k.startswith("hyena") and v is not None)
     ok = (acc.get("tmm") or 0) >= hyena + MARGIN
     return Verdict(claim, CONSISTENT if ok else NOT_CONSISTENT, ev + f" (margin {MARGIN})")

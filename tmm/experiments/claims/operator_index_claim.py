@@ -39,10 +39,9 @@ def _sources(suite) -> dict:
     path = lm_claim.long_run_checkpoint(suite, "tmm")
     if path is not None:
         found["lm-tmm"] = ("causal", path)
-    enc = suite.root / "retention" / "capacity-encoders"
-    for folder in sorted(enc.iterdir()) if enc.is_dir() else []:
+    for folder in sorted((suite.root / "retention").glob("*/capacity-encoders/*")):
         if (folder / "config.json").is_file() and json.loads((folder / "config.json").read_text()).get("arch") == "tmm":
-            found[f"autoencoder-{folder.name}"] = ("autoencoder", folder)
+            found[f"autoencoder-{folder.parent.parent.name}-{folder.name}"] = ("autoencoder", folder)
     return found
 
 

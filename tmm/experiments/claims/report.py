@@ -173,7 +173,9 @@ def write_suite_report(root: Path, names, meta: dict) -> str:
     md = "\n".join(head) + "\n\n" + "\n".join(claim_markdown(c) for c in claims)
     revisions = sorted({(m["git"].get("revision") or "?")[:12] for m, _ in saved})
     if len(revisions) > 1:
-        md += f"\nThe claims above were run at different revisions: {', '.join(revisions)} (each claim.json has its own).\n"
+        md += (f"\nThe claims above were run at different revisions: {', '.join(revisions)} "
+               "(each claim.json has its own).\n")
     atomic_write_text(root / "claims.md", md)
-    atomic_write_json(root / "claims.json", {**meta, "claims": [{"meta": m, **dataclasses.asdict(c)} for m, c in saved]})
+    atomic_write_json(root / "claims.json",
+                      {**meta, "claims": [{"meta": m, **dataclasses.asdict(c)} for m, c in saved]})
     return md

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..retention import RetentionSettings
 from . import lm_claim
-from .models import lm_models, write_configs
+from .models import lm_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict
 
 NAME = "retention"
@@ -26,17 +26,14 @@ STATEMENT = ("from a frozen pretrained model's last hidden state a trained decod
              "with higher fidelity; trained end to end through that single vector, TMM holds more information "
              "than Hyena or Mamba.")
 MARGIN = 0.02
-HARNESSES = ({},)  # the harness settings compared (each a dict of RetentionSettings fields)
+# RetentionSettings.mode: the present decoder, and the authors' (unroll bottleneck + masked-mixer blocks)
+HARNESSES = ("batchnorm", "authors")
 
 
-def _harness_name(h: dict) -> str:
-    return "-".join(f"{k}-{v}" for k, v in sorted(h.items())) or "batchnorm"
-
-
-def settings_for(suite, harness: dict) -> RetentionSettings:
+def settings_for(suite, harness: str) -> RetentionSettings:
     s = suite.scale
     specs = lm_models(s.lm_d)
-    paths = write_configs(suite.root / "retention" / "models", specs)
+    paths = suite.configs(suite.root / "retention" / "models", specs)
     encoders = {}
     for spec in specs:
         ckpt = lm_claim.long_run_checkpoint(suite, spec.label)
@@ -46,7 +43,9 @@ def settings_for(suite, harness: dict) -> RetentionSettings:
     return RetentionSettings(
         modes=["extraction", "capacity"], configs=",".join(paths), encoder=encoders, n=s.retention_n,
         tokenizer=s.lm_tokenizer, task_option=opts, pretrain_steps=s.lm_steps, steps=s.retention_steps,
-        batch_size=s.batch_size, decoder_layers=s.retention_decoder_layers, seed=0, **harness)
+        batch_size=s.batch_size, seed=0, mode=harness,
+        decoder_layers=s.retention_authors_layers if harness == "authors" else None,
+        save_encoders=True)
 
 
 def run(suite) -> ClaimResult:
@@ -54,10 +53,11 @@ def run(suite) -> ClaimResult:
     c = ClaimResult(NAME, TITLE, STATEMENT, setup=(
         f"Windows of {s.retention_n} tokens of claim 1's corpus and tokenizer; encoders: claim 1's models (the LM "
         f"runs' seed-0 checkpoints for extraction where they exist, else pretrained here for {s.lm_steps} steps); "
-        f"decoder {s.retention_decoder_layers} layers, {s.retention_steps} steps of batch {s.batch_size}, seed 0."))
-    for harness in HARNESSES:
-        name = _harness_name(harness)
-        settings = settings_for(suite, harness)
+        f"decoders: the BatchNorm decoder (harness `batchnorm`, its default size) and the authors' unroll bottleneck "
+        f"with {s.retention_authors_layers} masked-mixer blocks (harness `authors`; the authors use 16), reading "
+        f"position -2; {s.retention_steps} steps of batch {s.batch_size}, seed 0."))
+    for name in HARNESSES:
+        settings = settings_for(suite, name)
         summary = suite.retention(f"retention/{name}", settings)
         if summary is None:
             continue

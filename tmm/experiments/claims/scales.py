@@ -1,8 +1,10 @@
 """The suite's sizes: one :class:`Scale` per ``--scale``.
 
 ``small`` is the 2-3 minute smoke version the tests run (every claim's code
-path, sizes far too small for any verdict); ``default`` is what this 2-core
-CPU affords in about three hours; ``paper`` is the authors' sizes (meant for
+path, sizes far too small for any verdict); ``quick`` is the default's
+models at shorter lengths, fewer steps and one seed (its copy claim, at
+n = 128, is the README's main job, under 10 minutes); ``default`` is what
+this 2-core CPU affords in about three hours; ``paper`` is the authors' sizes (meant for
 ``--device cuda``). Budgets are steps and tokens, never wall-clock: the same
 scale trains the same tokens on any machine.
 """
@@ -51,7 +53,7 @@ class Scale:
     # information retention (claim 2)
     retention_n: int
     retention_steps: int
-    retention_decoder_layers: int
+    retention_authors_layers: int  # the authors' decoder depth (they use 16)
     # ablations (claim 4)
     ablation_copy_n: int
     ablation_steps: int
@@ -67,7 +69,7 @@ SCALES = {
         lm_tokenizer="byte", lm_vocab=256, lm_seq_len=32, lm_d=16, lm_max_bytes=600_000,
         lm_lrs=(1e-3, 3e-3), lm_sweep_steps=6, lm_steps=10, lm_seeds=(0,), lm_batch_size=4,
         mqar_settings=((2, 16),), mqar_vocab=16, mqar_d=16, mqar_layers=1, mqar_steps=10, mqar_lrs=(3e-3,),
-        retention_n=8, retention_steps=8, retention_decoder_layers=1,
+        retention_n=8, retention_steps=8, retention_authors_layers=1,
         ablation_copy_n=16, ablation_steps=8, ablation_lm_steps=6,
     ),
     "default": Scale(
@@ -78,9 +80,11 @@ SCALES = {
         lm_lrs=(1e-3, 3e-3, 1e-2), lm_sweep_steps=100, lm_steps=400, lm_seeds=(0, 1), lm_batch_size=8,
         mqar_settings=((4, 64), (8, 128)), mqar_vocab=64, mqar_d=64, mqar_layers=2, mqar_steps=400,
         mqar_lrs=(1e-3, 3e-3),
-        retention_n=32, retention_steps=300, retention_decoder_layers=2,
+        retention_n=32, retention_steps=300, retention_authors_layers=4,
         ablation_copy_n=256, ablation_steps=300, ablation_lm_steps=200,
     ),
+    # The README's main job (scripts/run.sh: --only copy): one seed at n = 128, under 10 minutes on 2 cores.
+    "quick": None,
     # The authors' sizes (docs/experiments.md): meant for a GPU.
     "paper": Scale(
         name="paper", seeds=(0, 1, 2), batch_size=64,
@@ -90,10 +94,14 @@ SCALES = {
         lm_lrs=(2e-4, 5e-4, 1e-3), lm_sweep_steps=2_000, lm_steps=20_000, lm_seeds=(0, 1), lm_batch_size=64,
         mqar_settings=((16, 256), (64, 512)), mqar_vocab=8192, mqar_d=128, mqar_layers=2, mqar_steps=20_000,
         mqar_lrs=(3e-4, 1e-3, 3e-3),
-        retention_n=512, retention_steps=10_000, retention_decoder_layers=16,
+        retention_n=512, retention_steps=10_000, retention_authors_layers=16,
         ablation_copy_n=512, ablation_steps=10_000, ablation_lm_steps=20_000,
     ),
 }
+SCALES["quick"] = dataclasses.replace(SCALES["default"], name="quick", seeds=(0,), copy_ns=(128,), copy_steps=200,
+                                      lm_seeds=(0,), lm_steps=200, lm_sweep_steps=50, mqar_steps=200,
+                                      retention_steps=150, ablation_copy_n=128, ablation_steps=200,
+                                      ablation_lm_steps=100)
 
 
 def scale(name: str, device: str = "cpu") -> Scale:

@@ -77,7 +77,7 @@ class Suite:
             return None
         if self._done(out, record):
             return read_compare_job(out)
-        configs = write_configs(out / "models", specs)
+        configs = self.configs(out / "models", specs)
         resume = (out / "config.json").is_file()
         self.say(f"{'resuming' if resume else 'running'} {path} ({len(specs)} models, {steps} steps, seed {seed})")
         result = run_comparison(
@@ -100,6 +100,12 @@ class Suite:
             models.append((spec.label, params, fpt))
             flops += fpt * tokens
         self.plan.append(PlannedJob(path, "compare", models, record["steps"], tokens, flops, record))
+
+    def configs(self, folder: Path, specs: list) -> list:
+        """The config files of ``specs`` in ``folder``, written unless this is a dry run (which writes nothing)."""
+        if self.dry_run:
+            return [str(folder / f"{spec.label}.json") for spec in specs]
+        return write_configs(folder, specs)
 
     # -- retention jobs -----------------------------------------------------
     def retention(self, path: str, settings) -> Optional[dict]:
@@ -137,5 +143,6 @@ class Suite:
         return True
 
     def _mark_done(self, out: Path, record: dict):
-        atomic_write_json(out / DONE_FILE, {**record, "finished": datetime.datetime.now().isoformat(timespec="seconds")})
+        finished = datetime.datetime.now().isoformat(timespec="seconds")
+        atomic_write_json(out / DONE_FILE, {**record, "finished": finished})
 
