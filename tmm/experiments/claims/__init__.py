@@ -64,7 +64,7 @@ class ClaimsSettings:
     # torch threads (default: 1 at scale small, whose tiny models gain nothing from more; else all CPUs)
     threads: Optional[int] = None
     dry_run: bool = False  # print the plan and exit
-    estimate: Optional[bool] = None  # time steps to estimate the cost first (default: with --scale paper)
+    estimate: Optional[bool] = None  # time steps to estimate the cost first (default: --scale paper --device cuda)
     no_progress: bool = False
 
     def checked(self) -> "ClaimsSettings":
@@ -81,8 +81,8 @@ class ClaimsSettings:
         scale(s.scale, s.device)  # SettingsError for a bad --scale or --device
         if s.threads is None and s.scale == "small":
             s.threads = 1
-        if s.estimate is None:
-            s.estimate = s.scale == "paper"
+        if s.estimate is None:  # timing the paper's sizes is quick on a GPU only
+            s.estimate = s.scale == "paper" and s.device == "cuda"
         return s
 
 

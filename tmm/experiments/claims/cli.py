@@ -26,7 +26,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the plan (jobs, tokens, FLOPs) and exit")
     p.add_argument("--estimate", action=argparse.BooleanOptionalAction, default=None,
                    help="time a few steps of every model first and print the estimated cost (default: with "
-                        "--scale paper)")
+                        "--scale paper --device cuda)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
