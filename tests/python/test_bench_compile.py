@@ -21,4 +21,4 @@ def test_smoke_mode_writes_table_and_json(tmp_path):
     assert results["first_loss_rel_err"] <= 1e-5  # same weights, same batch: the same loss
     md = (tmp_path / "table.md").read_text()
     assert md.splitlines()[2] == "| mode | median ms | min ms | steps | first step s |"
-    assert "compiled / eager:" in md
+    assert "eager median / compiled median:" in md
