@@ -62,7 +62,7 @@ def run(suite) -> ClaimResult:
     for n, pooled in per_n.items():
         c.tables.append((f"Copy, n = {n} (mean [range] over {len(s.seeds)} seeds):", pooled_table(pooled, COLUMNS)))
         c.verdicts += verdicts(pooled, n, len(s.seeds), width)
-    path = f"copy/copy_accuracy.png"
+    path = "copy/copy_accuracy.png"
     if plot_curves(suite.root / path, {f"copy n = {n}": p for n, p in per_n.items()}, "eval_acc", "eval accuracy",
                    chance=1 / s.copy_vocab):
         c.plots.append(path)
