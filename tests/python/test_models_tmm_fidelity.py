@@ -25,6 +25,17 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 BASE = {"arch": "tmm", "vocab_size": 37, "d_model": 8, "n_layers": 2, "max_len": 20}
 
+# The authors' settings (ToeplitzMixers, experiments 003/004/006/008), as
+# docs/models.md states them (TMM table and "what each default follows"):
+# flat mixer of one full-length kernel, pre-norm LayerNorm blocks with the
+# FFN first, Linear(d, 4d) -> SiLU -> Linear(4d, d), no final norm, untied
+# head, Kaiming init. The reference below is built from this table and the
+# variant's own keys, never from the model's resolved config, so a wrong
+# default of tmm's shows as a wrong value.
+AUTHORS = {"heads": 0, "kernel": 1, "mixer": "toeplitz", "mixer_dropout": 0.0, "ffn_mult": 4, "activation": "silu",
+           "block_order": "ffn_first", "norm": "layernorm", "final_norm": False, "init": "kaiming",
+           "tie_embeddings": False, "dropout": 0.0}
+
 
 # ---- The reference: the formulas, float64, plain tensor ops ---------------
 
@@ -69,7 +80,17 @@ ACT = {"silu": lambda x: x * torch.sigmoid(x), "gelu": lambda x: 0.5 * x * (1 + 
        "relu": lambda x: x.clamp(min=0)}
 
 
+def check_shapes(cfg, P):
+    """The widths the table sets, which the formulas below read off the weights."""
+    d, n, G = cfg["d_model"], cfg["max_len"], cfg["heads"] or 1
+    mixer = (G, n, n) if cfg["mixer"] == "masked" else (G, cfg["kernel"], n)
+    for i in range(cfg["n_layers"]):
+        assert tuple(P[f"blocks.{i}.mixer.weight"].shape) == mixer, f"block {i} mixer weight"
+        assert tuple(P[f"blocks.{i}.ffn_in.weight"].shape) == (cfg["ffn_mult"] * d, d), f"block {i} FFN width"
+
+
 def reference_logits(cfg, P, ids):
+    check_shapes(cfg, P)
     lin = lambda x, n, bias=True: x @ P[f"{n}.weight"].T + (P[f"{n}.bias"] if bias else 0)  # noqa: E731
     h = P["embed.weight"][ids]
     masked = cfg["mixer"] == "masked"
@@ -120,11 +141,20 @@ VARIANTS = {
 }
 
 
+def test_default_config_is_the_authors_table():
+    model = tmm.models.build(BASE)
+    for key, value in AUTHORS.items():
+        assert model.config[key] == value, f"{key}: {model.config[key]!r}, the authors' {value!r}"
+    names = set(model.state_dict())
+    assert "head.weight" in names and "head.bias" not in names  # Linear(d, V, no bias)
+    assert not any(n.startswith("final_norm") for n in names)
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_matches_the_formulas(variant):
     torch.manual_seed(0)
     model = tmm.models.build(dict(BASE, **VARIANTS[variant])).to(torch.float64).eval()
-    cfg = model.config
+    cfg = {**BASE, **AUTHORS, **VARIANTS[variant]}
     with torch.no_grad():  # every tensor random: zero biases or unit norms would hide a dropped term
         state = {k: torch.randn_like(v) * (0.3 if v.dim() > 1 else 1.0) for k, v in model.state_dict().items()}
     model.load_state_dict(state)
