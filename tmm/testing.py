@@ -31,13 +31,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Dict, NamedTuple, Optional, Tuple, Union
+from typing import Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 __all__ = [
-    "TOLERANCE", "tolerance", "rel_err", "assert_close",
+    "TOLERANCE", "tolerance", "rel_err", "assert_close", "step_tolerance", "grad_errors", "assert_grads_close",
     "causal_toeplitz_dense", "causal_toeplitz_fft", "causal_toeplitz_backward_reference",
     "Inputs", "LAYOUTS", "make_inputs", "poison_cuda_allocator",
 ]
@@ -109,6 +109,60 @@ def assert_close(actual: Tensor, expected: Tensor, dtype: Optional[torch.dtype] 
         finite = "" if math.isfinite(err) else " (the result has non-finite entries)"
         raise AssertionError(f"{what or 'result'}: relative error {err:.3e} > {tol:.1e} ({dtype}){finite}")
     return err
+
+
+# ---------------------------------------------------------------------------
+# Whole training steps under autocast
+
+
+def step_tolerance(dtype: Union[torch.dtype, str]) -> float:
+    """The table's row for a whole training step under autocast in ``dtype``
+    against the float32 step ("_autocast_step_<dtype>": a step chains many
+    roundings, embedding to head and back, so it is not the one-op row)."""
+    name = str(dtype).removeprefix("torch.")
+    table = json.loads(_TOLERANCE_FILE.read_text())
+    if "_autocast_step_" + name not in table:
+        raise KeyError(f"step_tolerance: no entry _autocast_step_{name} in {_TOLERANCE_FILE.name}")
+    return float(table["_autocast_step_" + name])
+
+
+def grad_errors(actual: Mapping[str, Tensor], expected: Mapping[str, Tensor], tol: float) -> Dict[str, float]:
+    """The error of each named gradient against its own scale:
+    max|a - e| / max(max|e|, tol * S), S the largest max|e| of them all.
+
+    Each tensor is judged on its own, so a small gradient (a bias, a norm, a
+    filter) cannot hide behind a large one. The floor tol * S is for the
+    gradients that are tiny beside the others (~0 or 100x below, as Hyena's
+    filter MLP): a reduced-precision step's rounding errors are set by the
+    magnitudes flowing through the whole step, not by each result's own
+    size, so such a gradient is allowed an absolute error of tol^2 * S (in
+    bfloat16, 1e-3 of the largest gradient), and a wholly wrong one is still
+    caught once its scale is above that. Names must match; a non-finite
+    actual is inf."""
+    if set(actual) != set(expected):
+        raise ValueError(f"grad_errors: names differ: only actual {sorted(set(actual) - set(expected))}, "
+                         f"only expected {sorted(set(expected) - set(actual))}")
+    scales = {n: e.detach().abs().max().item() if e.numel() else 0.0 for n, e in expected.items()}
+    floor = tol * max(scales.values(), default=0.0)
+    out = {}
+    for n, e in expected.items():
+        scale = max(scales[n], floor)
+        # rel_err's checks and metric, then its scale swapped for the floored one
+        err = rel_err(actual[n], e)
+        out[n] = err if scales[n] == scale or not math.isfinite(err) else err * (scales[n] or 1.0) / scale
+    return out
+
+
+def assert_grads_close(actual: Mapping[str, Tensor], expected: Mapping[str, Tensor], tol: float,
+                       what: str = "gradients") -> Dict[str, float]:
+    """grad_errors(...) <= tol for every name; the message lists the worst.
+    Returns the errors."""
+    errs = grad_errors(actual, expected, tol)
+    bad = sorted((n for n, e in errs.items() if not e <= tol), key=lambda n: -errs[n])
+    if bad:
+        raise AssertionError(f"{what}: {len(bad)} of {len(errs)} above {tol:.1e} (each against its own scale): "
+                             + ", ".join(f"{n} {errs[n]:.3e}" for n in bad[:5]))
+    return errs
 
 
 # ---------------------------------------------------------------------------

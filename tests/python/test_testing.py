@@ -36,6 +36,41 @@ def test_rel_err_is_max_norm_relative():
         testing.rel_err(torch.zeros(2), torch.zeros(3))
 
 
+def test_step_tolerance_is_the_tables_step_row():
+    table = json.loads((REPO / "tmm" / "tolerances.json").read_text())
+    assert testing.step_tolerance(torch.bfloat16) == testing.step_tolerance("bfloat16") == \
+        table["_autocast_step_bfloat16"]
+    with pytest.raises(KeyError, match="_autocast_step_float32"):
+        testing.step_tolerance(torch.float32)
+
+
+def test_grad_errors_judge_each_gradient_on_its_own_scale():
+    """A wholly wrong small gradient fails, though pooled with a large one
+    it would pass; a tiny one is judged against tol x the largest scale."""
+    f64 = {"dtype": torch.float64}
+    ref = {"weight": torch.full((4, 4), 1.0, **f64), "bias": torch.full((4,), 0.1, **f64),
+           "norm": torch.full((4,), 0.01, **f64), "tiny": torch.full((3,), 1e-6, **f64)}
+    ok = {"weight": ref["weight"] * 1.01, "bias": ref["bias"] * 1.01, "norm": ref["norm"] * 1.01, "tiny": -ref["tiny"]}
+    errs = testing.assert_grads_close(ok, ref, tol=0.03)
+    assert errs["weight"] == pytest.approx(0.01) and errs["bias"] == pytest.approx(0.01)
+    # below the floor 0.03 x the largest scale (1.0): against the floor
+    assert errs["norm"] == pytest.approx(1e-4 / 0.03) and errs["tiny"] == pytest.approx(2e-6 / 0.03)
+    wrong = dict(ok, norm=torch.zeros(4, **f64))
+    pooled = testing.rel_err(torch.cat([g.flatten() for g in wrong.values()]),
+                             torch.cat([g.flatten() for g in ref.values()]))
+    assert pooled <= 0.03  # what one pooled vector would have passed
+    with pytest.raises(AssertionError, match=r"gradients: 1 of 4 above 3\.0e-02 .*: norm 3\.333e-01"):
+        testing.assert_grads_close(wrong, ref, tol=0.03)
+    assert testing.grad_errors(dict(ok, tiny=torch.tensor([1.0, math.nan, 0.0])), ref, 0.03)["tiny"] == math.inf
+    # on a gradient that is ~0, an absolute error above 0.03^2 of the largest scale fails
+    err = testing.grad_errors(dict(ok, tiny=torch.full((3,), 1e-3)), dict(ref, tiny=torch.zeros(3)), 0.03)["tiny"]
+    assert err == pytest.approx(1e-3 / 0.03) and err > 0.03
+    assert testing.grad_errors({"z": torch.zeros(2)}, {"z": torch.zeros(2)}, 0.03) == {"z": 0.0}
+    with pytest.raises(ValueError, match=r"only actual \['extra'\], only expected \['bias'\]"):
+        testing.grad_errors({"weight": ok["weight"], "norm": ok["norm"], "tiny": ok["tiny"], "extra": ok["bias"]},
+                            ref, 0.03)
+
+
 def test_assert_close_names_what_and_dtype():
     e = torch.ones(4, dtype=torch.float64)
     assert testing.assert_close(e.float(), e) == 0.0
