@@ -17,8 +17,7 @@
 
 namespace tolerances {
 
-// The largest allowed rel_err for results of this dtype.
-inline double of(at::ScalarType dtype) {
+inline double entry(const std::string& key) {
   static const std::map<std::string, double> table = [] {
     std::ifstream in(TMM_TOLERANCES_JSON);
     if (!in) throw std::runtime_error(std::string("cannot read ") + TMM_TOLERANCES_JSON);
@@ -29,12 +28,24 @@ inline double of(at::ScalarType dtype) {
     }
     return t;
   }();
-  const char* name = dtype == at::kDouble ? "float64" : dtype == at::kFloat ? "float32"
-                     : dtype == at::kHalf ? "float16" : dtype == at::kBFloat16 ? "bfloat16" : "?";
-  const auto it = table.find(name);
-  if (it == table.end()) throw std::runtime_error(std::string("no tolerance for ") + name + " in " + TMM_TOLERANCES_JSON);
+  const auto it = table.find(key);
+  if (it == table.end()) throw std::runtime_error("no entry " + key + " in " + TMM_TOLERANCES_JSON);
   return it->second;
 }
+
+inline std::string dtype_name(at::ScalarType dtype) {
+  return dtype == at::kDouble ? "float64" : dtype == at::kFloat ? "float32"
+         : dtype == at::kHalf ? "float16" : dtype == at::kBFloat16 ? "bfloat16" : "?";
+}
+
+// The largest allowed rel_err for results of this dtype.
+inline double of(at::ScalarType dtype) { return entry(dtype_name(dtype)); }
+
+// The whole-step row of an autocast dtype ("_autocast_step_<dtype>"): a
+// training step under autocast against the float32 step, each gradient
+// against its own scale floored at this row times the largest gradient's
+// (tmm.testing.grad_errors).
+inline double step(at::ScalarType dtype) { return entry("_autocast_step_" + dtype_name(dtype)); }
 
 }  // namespace tolerances
 
