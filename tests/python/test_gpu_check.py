@@ -9,11 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
-from tmm.bench.gpu_check import summary
+from tmm.bench.gpu_check import summary, zoo_step
+from tmm.testing import rel_err
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gpu_check.py"
@@ -49,12 +52,7 @@ def test_cpu_mode_end_to_end(tmp_path):
     assert any("[direct-" in r["test"] for r in tests) and any("[fft-" in r["test"] for r in tests)
     assert [(r["path"], r["ok"]) for r in data["graphs"]] == [("direct", True), ("fft", True)]
     zoo = {(r["arch"], r["mode"]): r for r in data["zoo"]}
-    assert len(zoo) == 8 and all(zoo[(a, "float32")]["ok"] for a in ("tmm", "transformer", "hyena", "mamba2"))
-    for a in ("transformer", "mamba2"):  # no tmm op inside: autocast works whatever the registration
-        assert zoo[(a, "bf16 autocast")]["ok"], zoo[(a, "bf16 autocast")]
-    for a in ("tmm", "hyena"):
-        r = zoo[(a, "bf16 autocast")]
-        assert r["ok"] or "autocast not registered" in r["gap"], r
+    assert len(zoo) == 8 and all(r["ok"] for r in zoo.values()), [r for r in zoo.values() if not r["ok"]]
     assert data["copy_bandwidth"]["bytes_per_s"] > 0
     bench = data["bench"]["float32"]
     assert bench["complete"] and bench["cells"] and all(c["ok"] for c in bench["checks"])
@@ -114,8 +112,8 @@ def test_exit_status():
     base = {"complete": True, "tests": {"rc": 0, "records": [ok_test]}, "sanitizer": {"status": "pass"},
             "steps": [{"name": "build", "rc": "0", "seconds": "1"}]}
     assert summary.exit_status(base) == summary.EXIT_OK
-    gap = {**base, "zoo": [{"arch": "tmm", "mode": "bf16 autocast", "ok": False, "gap": "autocast not registered"}]}
-    assert summary.exit_status(gap) == summary.EXIT_OK and summary.gaps(gap) == ["autocast not registered"]
+    autocast = {**base, "zoo": [{"arch": "tmm", "mode": "bf16 autocast", "ok": False, "error": "RuntimeError: x"}]}
+    assert summary.exit_status(autocast) == summary.EXIT_WRONG and "bf16 autocast" in summary.failures(autocast)[0]
     wrong = {**base, "graphs": [{"path": "fused", "ok": False, "error": "x"}]}
     assert summary.exit_status(wrong) == summary.EXIT_WRONG
     failed = {**base, "tests": {"rc": 1, "records": [ok_test, {**ok_test, "outcome": "failed", "message": "E x\nboom"}]}}
@@ -131,6 +129,60 @@ def test_exit_status():
               "preflight": ["preflight (gpu mode)", "  gpu:               MISSING (nvidia-smi: not found)"]}
     assert summary.exit_status(no_gpu) == summary.EXIT_NOT_RUN
     assert "gpu:               MISSING" in summary.not_run(no_gpu)[0]
+
+
+def _judged(records):
+    data = {"complete": True, "zoo": records, "steps": [{"name": "check", "rc": "1", "seconds": "1"}]}
+    return summary.exit_status(data), summary.summary(data)
+
+
+def test_an_autocast_step_that_raises_fails_the_check():
+    """The op's AutocastCPU kernel swapped for one that does not cast (as if
+    it were not registered): the TMM bf16 step meets mixed dtypes, raises,
+    and the check says KERNEL WRONG."""
+    def no_cast(*args, **kwargs):
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)):
+            return torch.ops.tmm.causal_toeplitz.default(*args, **kwargs)
+
+    lib = torch.library.Library("tmm", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+            lib.impl("causal_toeplitz", no_cast, "AutocastCPU")
+        records = zoo_step.zoo_steps("cpu", time.time() + 120, archs=("tmm",))
+    finally:
+        lib._destroy()  # the real autocast kernel again
+    by_mode = {r["mode"]: r for r in records}
+    assert by_mode["float32"]["ok"] and by_mode["bf16 autocast"]["ok"] is False
+    assert "expected weight to have x's dtype" in by_mode["bf16 autocast"]["error"]
+    status, text = _judged(records)
+    assert status == summary.EXIT_WRONG and "tmm bf16 autocast FAIL" in text and "KERNEL WRONG" in text
+    assert all(r["ok"] for r in zoo_step.zoo_steps("cpu", time.time() + 120, archs=("tmm",)))  # restored
+
+
+def test_a_wrong_small_gradient_under_autocast_fails_the_check(monkeypatch):
+    """One small gradient (a Hyena filter's sine frequencies, ~150x below the
+    largest) halved in the bf16 step: pooled with the others it would pass
+    (0.3%), judged against its own scale the step fails."""
+    real, name, pooled = zoo_step._step, "blocks.1.mixer.filter.freq", []
+
+    def step(arch, device, autocast):
+        out = real(arch, device, autocast)
+        if autocast:
+            out["grads"][name] *= 0.5
+        else:
+            pooled.append(out["grads"])
+        return out
+
+    monkeypatch.setattr(zoo_step, "_step", step)
+    records = zoo_step.zoo_steps("cpu", time.time() + 120, archs=("hyena",))
+    bad = [r for r in records if r["mode"] == "bf16 autocast"][0]
+    assert bad["ok"] is False and bad["worst_grad"] == name and bad["err_grad_max"] > bad["tol"]
+    assert _judged(records)[0] == summary.EXIT_WRONG
+    want = pooled[0]
+    halved = {n: g * 0.5 if n == name else g for n, g in want.items()}
+    assert rel_err(torch.cat([g.flatten() for g in halved.values()]), torch.cat([g.flatten() for g in want.values()])) \
+        < 0.1 * bad["tol"]
 
 
 def shell(body, **env):

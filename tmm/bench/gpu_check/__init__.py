@@ -192,7 +192,7 @@ def report(out: Path) -> int:
     data["preflight"] = pre.read_text(errors="replace").splitlines() if pre.exists() else []
     status = summary.exit_status(data)
     data["exit_status"], data["verdict"] = status, summary.VERDICT[status]
-    data["failures"], data["gaps"], data["not_run"] = summary.failures(data), summary.gaps(data), summary.not_run(data)
+    data["failures"], data["not_run"] = summary.failures(data), summary.not_run(data)
     write_json(jpath, data)
     text = summary.summary(data)
     write_text(out / "table.md", text)

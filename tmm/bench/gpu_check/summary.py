@@ -1,5 +1,5 @@
-"""The check's verdict: failures, known gaps, what did not run, the exit
-status, and the summary and tables printed last (table.md).
+"""The check's verdict: failures, what did not run, the exit status, and
+the summary and tables printed last (table.md).
 
 Exit status:
   0  everything ran and passed;
@@ -17,8 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..ops_report import format_targets, make_table
 from ..report import markdown_table
 
-__all__ = ["EXIT_OK", "EXIT_WRONG", "EXIT_NOT_RUN", "EXIT_PARTIAL", "sanitizer_verdict", "failures", "gaps",
-           "not_run", "exit_status", "summary"]
+__all__ = ["EXIT_OK", "EXIT_WRONG", "EXIT_NOT_RUN", "EXIT_PARTIAL", "sanitizer_verdict", "failures", "not_run",
+           "exit_status", "summary"]
 
 EXIT_OK, EXIT_WRONG, EXIT_NOT_RUN, EXIT_PARTIAL = 0, 1, 2, 3
 VERDICT = {EXIT_OK: "PASS", EXIT_WRONG: "KERNEL WRONG", EXIT_NOT_RUN: "COULD NOT RUN", EXIT_PARTIAL: "PARTIAL"}
@@ -55,7 +55,7 @@ def failures(data: Dict[str, Any]) -> List[str]:
             out.append(f"test {r['test']} ({r.get('when')}): {last[0]}")
     for section in RECORD_SECTIONS:
         for r in data.get(section, []):
-            if r.get("ok") is False and not r.get("gap"):
+            if r.get("ok") is False:
                 brief = {k: v for k, v in r.items() if k not in ("trace",)}
                 out.append(f"{section}: {brief}")
     for dtype, b in (data.get("bench") or {}).items():
@@ -66,10 +66,6 @@ def failures(data: Dict[str, Any]) -> List[str]:
     if (data.get("sanitizer") or {}).get("status") == "fail":
         out.append(f"compute-sanitizer: {data['sanitizer']['verdict']}")
     return out
-
-
-def gaps(data: Dict[str, Any]) -> List[str]:
-    return sorted({r["gap"] for s in RECORD_SECTIONS for r in data.get(s, []) if r.get("gap")})
 
 
 def not_run(data: Dict[str, Any]) -> List[str]:
@@ -173,8 +169,8 @@ def _bandwidth_table(cells: List[Dict[str, Any]], copy_bw: Optional[float]) -> s
 
 
 def _line(records: List[Dict[str, Any]], label) -> str:
-    return ", ".join(f"{label(r)} " + ("ok" if r.get("ok") else "skipped" if r.get("skipped") else
-                                        "GAP" if r.get("gap") else "FAIL") for r in records) or "not run"
+    return ", ".join(f"{label(r)} " + ("ok" if r.get("ok") else "skipped" if r.get("skipped") else "FAIL")
+                     for r in records) or "not run"
 
 
 def summary(data: Dict[str, Any]) -> str:
@@ -205,7 +201,7 @@ def summary(data: Dict[str, Any]) -> str:
         checks = b.get("checks", [])
         lines.append(f"benchmark {dtype}: ours vs fft matches on {sum(1 for c in checks if c.get('ok'))}/{len(checks)} "
                      f"configs; {sum(1 for c in b.get('cells', []) if c.get('status') == 'ok')} cells timed")
-    for title, items in (("FAILURES", failures(data)), ("KNOWN GAPS", gaps(data)), ("NOT RUN", not_run(data))):
+    for title, items in (("FAILURES", failures(data)), ("NOT RUN", not_run(data))):
         if items:
             lines += ["", f"{title} ({len(items)}):"] + ["  " + i[:400] for i in items[:30]]
     lines += ["", "targets:"]
