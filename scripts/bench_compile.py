@@ -52,7 +52,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args, cfg = parse_args(argv)
     torch.set_num_threads(args.threads)
-    results = bench.run(cfg, Path(args.out))
+    results = bench.run(cfg, Path(args.out), repo=REPO)
     print(bench.table(results))
     print(f"wrote {args.out}/results.json, table.md")
 

@@ -133,7 +133,7 @@ def main(argv=None):
     print(f"bench_ops: B={cfg.batch} C={cfg.channels} L={cfg.lengths} (G,K)={cfg.gk} {cfg.dtype} {cfg.device} "
           f"threads={torch.get_num_threads()} repeats={cfg.repeats} warmup={cfg.warmup} "
           f"budget={cfg.cell_budget:g}s/cell", file=sys.stderr)
-    out = ops.run(cfg, Path(args.out), plot=not args.no_plot)
+    out = ops.run(cfg, Path(args.out), plot=not args.no_plot, repo=REPO)
     print(out["checks"])
     print("\ntargets:")
     print(out["targets"])

@@ -21,7 +21,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import tmm.text  # noqa: E402
-from tmm.experiments.provenance import fresh_folder, git_info, machine_info  # noqa: E402
+from tmm.bench import provenance  # noqa: E402
+from tmm.bench.report import fresh_folder  # noqa: E402
 from tmm.files import atomic_write_json  # noqa: E402
 from tmm.tasks.corpus import default_corpus, read_documents  # noqa: E402
 
@@ -79,7 +80,7 @@ def main(argv=None):
               + ("" if r.get("same_ids", True) else "  DIFFERENT IDS"))
     out = Path(args.out) if args.out else fresh_folder(REPO / "results", "bench_tokenizer")
     atomic_write_json(out / "results.json", {"args": vars(args), "vocab_size": ours.vocab_size, "rows": rows,
-                                             "git": git_info(), "machine": machine_info(None)})
+                                             "git": provenance.git(REPO), "machine": provenance.environment()})
     print(f"wrote {out / 'results.json'}")
     return 0 if all(r.get("same_ids", True) for r in rows) else 1
 

@@ -112,7 +112,7 @@ def parse_args(argv=None):
 def main(argv=None):
     settings = parse_args(argv)
     try:
-        result = run_comparison(settings, results_root=REPO / "results", log_prefix="compare.py")
+        result = run_comparison(settings, results_root=REPO / "results", log_prefix="compare.py", repo=REPO)
     except SettingsError as e:
         sys.exit(f"compare.py: {e}")
     if result.table:  # rank 0 alone reports

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The Python half of scripts/gpu_check.sh (tmm/bench/gpu_check/; docs/cuda.md,
-"The GPU check"):
+"""The Python half of scripts/gpu_check.sh (tmm/bench/gpu_check/, its tests
+section gpu_check_pytest.py beside this script; docs/cuda.md, "The GPU check"):
 
     gpu_check.py --device cuda --out DIR [--deadline EPOCH] [--lib LIBTMM_TORCH]   the checks
     gpu_check.py --device cpu --out DIR --budget 60                                 the same, CPU mode
@@ -13,6 +13,7 @@ the op-level checks run). Exit status: 0 passed, 1 a kernel is wrong, 2 could
 not run, 3 partially run.
 """
 import argparse
+import functools
 import os
 import sys
 import time
@@ -24,6 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tmm.bench import gpu_check  # noqa: E402
 from tmm.bench.gpu_check.summary import EXIT_NOT_RUN  # noqa: E402
+
+from gpu_check_pytest import CPU_MODE_TESTS, DEFAULT_TESTS, run_pytest  # noqa: E402  (beside this script)
 
 
 def parse_args(argv=None):
@@ -50,8 +53,7 @@ def parse_args(argv=None):
         args.deadline = time.time() + (args.budget if args.budget is not None else 360)
     args.dtypes = [d for d in args.dtypes.split(",") if d]
     if args.tests is None:
-        t = gpu_check.tests
-        args.tests = list(t.DEFAULT_TESTS if args.device == "cuda" else t.CPU_MODE_TESTS)
+        args.tests = list(DEFAULT_TESTS if args.device == "cuda" else CPU_MODE_TESTS)
     return args
 
 
@@ -68,7 +70,8 @@ def main(argv=None):
     try:
         if args.sanitize_case:
             return gpu_check.run_sanitize_case(args.device, args.lib)
-        status = gpu_check.run(args.device, out, args.deadline, args.tests, args.only, args.lib, args.dtypes)
+        run_tests = functools.partial(run_pytest, args.tests, args.device, REPO)
+        status = gpu_check.run(args.device, out, args.deadline, args.only, args.lib, args.dtypes, run_tests, REPO)
     except SystemExit as e:  # the native library is missing: could not run, not "wrong"
         print(e, file=sys.stderr)
         return EXIT_NOT_RUN

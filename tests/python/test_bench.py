@@ -3,11 +3,14 @@ writers, and the operator benchmark on a tiny grid (counts and files, not
 speed: timings are the benchmark scripts' business)."""
 import json
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from tmm.bench import memory, ops, provenance, report, timing
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_time_calls_counts_and_fields():
@@ -40,11 +43,13 @@ def test_peak_memory_of_a_known_allocation():
         assert probe.measure(lambda: torch.ones(4 * n)) >= 8 * n  # 16 MiB touched; page granularity, noise
 
 
-def test_provenance_says_where():
+def test_provenance_says_where(tmp_path):
     env = provenance.environment("cpu")
-    for key in ("torch", "python", "cpu_count", "git_revision", "git_dirty", "threads", "device", "loadavg"):
+    for key in ("torch", "python", "cpu_count", "threads", "device", "loadavg"):
         assert key in env
-    assert env["git_revision"] != "unknown (no commit)"  # this checkout
+    here = provenance.git(REPO)  # this checkout, named by the caller
+    assert len(here["revision"]) == 40 and isinstance(here["dirty"], bool)
+    assert provenance.git(None) == provenance.git(tmp_path) == {"revision": None, "dirty": None}
     assert isinstance(env.get("cpu_flags", []), list)
     mark = provenance.CPU_LOAD.mark()
     assert provenance.CPU_LOAD.others(mark, min_wall=1e3) is None  # too short to tell

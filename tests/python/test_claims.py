@@ -33,7 +33,7 @@ def small_suite(tmp_path_factory):
     out = tmp_path_factory.mktemp("claims-small")
     said = []
     result = run_claims(ClaimsSettings(scale="small", out=str(out), no_progress=True), say=said.append,
-                        command=["test"])
+                        command=["test"], repo=REPO)
     return out, result, said
 
 

@@ -119,7 +119,7 @@ def test_compare_under_torchrun(tmp_path):
     assert [r["step"] for r in rows] == [0, 3, 6]  # written once, by rank 0
     config = json.loads((out / "config.json").read_text())
     assert config["world_size"] == WORLD
-    assert config["machine"]["torch_threads"] == max(1, (os.cpu_count() or 1) // WORLD)
+    assert config["machine"]["threads"] == max(1, (os.cpu_count() or 1) // WORLD)
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
 
     # The same run in one process: compare.py's settings for this command line.

@@ -3,15 +3,16 @@ and those drivers (the scripts in scripts/ are command lines over them):
 
   timing      the one timing loop (CPU perf_counter, CUDA events, warm-up, budget)
   memory      peak memory of a call (torch's allocator, resident set)
-  provenance  machine, git revision, versions, CPU load of other processes
+  provenance  machine, versions, load, and the git revision of a checkout the caller names
   progress    the one progress bar (tqdm)
-  report      markdown tables, JSON written atomically (LiveJson), plots
+  report      results folders, markdown tables, JSON written atomically (LiveJson), plots
   ops, ops_report   the operator benchmark (scripts/bench_ops.py)
   crossover   the CPU direct/FFT crossover (scripts/bench_crossover.py)
   decode      the decoding benchmark (scripts/bench_decode.py)
   compile     a drop-in model's training step, eager vs torch.compile (scripts/bench_compile.py)
   limits      the longest sequence per model (scripts/resource_limits.py)
-  gpu_check   the one-shot GPU check (scripts/gpu_check.sh, gpu_check.py)
+  gpu_check   the one-shot GPU check's checks and verdict (scripts/gpu_check.sh,
+              gpu_check.py; the repository's tests run by scripts/gpu_check_pytest.py)
 
 Pure Python and torch: importable without the native build (the drivers
 that time tmm's op need it, of course).

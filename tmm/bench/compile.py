@@ -24,7 +24,7 @@ import torch
 from .. import nn as tnn
 from ..testing import rel_err
 from .progress import Progress
-from .provenance import environment
+from .provenance import environment, git
 from .report import markdown_table, write_json, write_text
 from .timing import time_calls
 
@@ -61,8 +61,9 @@ def _stepper(model, forward, batches):
     return step
 
 
-def run(cfg: Dict[str, Any], out: Path, progress: bool = True) -> Dict[str, Any]:
-    """Times both modes; writes results.json and table.md to `out`."""
+def run(cfg: Dict[str, Any], out: Path, progress: bool = True, repo=None) -> Dict[str, Any]:
+    """Times both modes; writes results.json and table.md to `out` (with the
+    git revision of the checkout ``repo``, provenance.git)."""
     cfg = {**DEFAULTS, **cfg}
     out = Path(out)
     gen = torch.Generator().manual_seed(cfg["seed"] + 1)
@@ -72,7 +73,7 @@ def run(cfg: Dict[str, Any], out: Path, progress: bool = True) -> Dict[str, Any]
     compiled_forward = torch.compile(compiled_model, fullgraph=True, backend=cfg["backend"], mode=cfg["mode"])
     modes = {"eager": _stepper(eager_model, eager_model, batches),
              "compiled": _stepper(compiled_model, compiled_forward, batches)}
-    results: Dict[str, Any] = {"schema": SCHEMA, "config": cfg, "env": environment("cpu"), "modes": {}}
+    results: Dict[str, Any] = {"schema": SCHEMA, "config": cfg, "env": environment("cpu"), "git": git(repo), "modes": {}}
     first = {}
     bar = Progress(total=len(modes), desc="bench_compile", unit="mode", enabled=progress)
     try:

@@ -20,7 +20,6 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Dict, List
 
 from .memory import reset_peak_rss, status_kib
@@ -30,7 +29,6 @@ from .report import markdown_table
 __all__ = ["ARCHS", "measure", "run", "table"]
 
 ARCHS = {"tmm": {}, "transformer": {"n_heads": 8}, "hyena": {}, "mamba2": {}}
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def child(arch: str, mode: str, length: int, limit_gib: float) -> None:
@@ -68,8 +66,9 @@ def child(arch: str, mode: str, length: int, limit_gib: float) -> None:
 def measure(arch: str, mode: str, length: int, limit_gib=None, timeout: float = 600) -> Dict[str, Any]:
     """child() in a fresh process: its JSON line, or what went wrong (a hang, a crash)."""
     cmd = [sys.executable, "-m", "tmm.bench.limits", arch, mode, str(length), str(limit_gib or 0)]
+    # The child imports from where this process does (a script's checkout on sys.path included).
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
-               PYTHONPATH=os.pathsep.join(p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p))
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:

@@ -59,7 +59,7 @@ import torch
 from .. import testing
 from .memory import RssProbe, peak_alloc_bytes
 from .progress import Progress
-from .provenance import CPU_LOAD, environment, loadavg
+from .provenance import CPU_LOAD, environment, git, loadavg
 from .report import LiveJson
 from .timing import time_calls
 
@@ -320,10 +320,11 @@ def run_grid(cfg: OpsBenchConfig, impls: Dict[str, Callable], live: LiveJson, pr
                 torch.cuda.empty_cache()
 
 
-def run(cfg: OpsBenchConfig, out_dir: Path, progress: bool = True, plot: bool = True) -> Dict[str, Any]:
+def run(cfg: OpsBenchConfig, out_dir: Path, progress: bool = True, plot: bool = True, repo=None) -> Dict[str, Any]:
     """The whole benchmark: results.json (live), then table.md and plot.png
     via ops_report.finish(). Returns what finish() returns (the results
-    document and the texts to print)."""
+    document and the texts to print). ``repo``: the checkout whose git
+    revision the results record (provenance.git)."""
     from . import ops_report
 
     impls = load_impls(cfg)
@@ -334,7 +335,7 @@ def run(cfg: OpsBenchConfig, out_dir: Path, progress: bool = True, plot: bool = 
     live = LiveJson(out_dir / "results.json", {
         "schema": "tmm.bench_ops/1",
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        "config": config, "env": environment(cfg.device), "checks": [], "cells": []})
+        "config": config, "env": environment(cfg.device), "git": git(repo), "checks": [], "cells": []})
     t0 = time.perf_counter()
     load_start = CPU_LOAD.mark()
     live.data["env"]["loadavg_start"] = loadavg()

@@ -227,7 +227,7 @@ def finish(cfg, live: LiveJson, out_dir: Path, plot: bool = True) -> Dict[str, A
              f"threads={data['env'].get('threads')}")
     plot_note = make_plot(data["cells"], out_dir / "plot.png", title) if plot else None
     env = data["env"]
-    md = (f"# {title}\n\n{env['git_revision']}, torch {env['torch']}, "
+    md = (f"# {title}\n\n{data['git']['revision'] or 'no git revision'}, torch {env['torch']}, "
           f"{env.get('cuda_device') or env.get('cpu_model', platform.machine())}; time: median (min) of the "
           f"timed calls in ms; peak: extra bytes allocated through torch's allocator.\n\n"
           f"{table}\n{busy}\n## Targets\n\n{targets}\n{checks}\n")

@@ -1,23 +1,24 @@
-"""Where a measurement was made: the machine (CPU model, instruction-set
-flags, cores, memory, load), the code (git revision and whether the tree was
-dirty) and the software (python, torch, tmm, CUDA); and CpuLoad, the CPU
-time other processes took during a measurement, since CPU timings on a
-shared machine mean little without it."""
+"""Where a measurement or a run was made: the machine (CPU model,
+instruction-set flags, cores, memory, load), the software (python, torch,
+tmm, CUDA) and the code (the git revision of a checkout, and whether it was
+dirty); and CpuLoad, the CPU time other processes took during a
+measurement, since CPU timings on a shared machine mean little without it.
+
+The package does not know where a source checkout is: git() reads the one
+its caller names (the scripts in scripts/ pass theirs); without one the
+revision is None, as for an installed package. Every record keeps it as
+``"git": {"revision": ..., "dirty": ...}`` beside ``environment()``.
+"""
 from __future__ import annotations
 
 import os
 import platform
 import subprocess
 import time
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["CpuLoad", "CPU_LOAD", "BUSY_CORES", "loadavg", "git_revision", "machine", "versions",
-           "environment", "REPO"]
-
-# The checkout this package sits in (git commands run there); for an
-# installed package it is not a git tree and the revision reads "unknown".
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["CpuLoad", "CPU_LOAD", "BUSY_CORES", "loadavg", "loaded_note", "git", "machine", "versions",
+           "environment"]
 
 # The instruction-set extensions that decide which CPU kernels are fast.
 _ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl",
@@ -32,18 +33,31 @@ def loadavg() -> Optional[List[float]]:
         return None
 
 
-def _git(repo: Path, *cmd: str) -> Optional[str]:
-    try:
-        r = subprocess.run(["git", "-C", str(repo), *cmd], capture_output=True, text=True, timeout=10)
-        return r.stdout.strip() if r.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
+def loaded_note() -> Optional[str]:
+    """A note for a summary when the machine is busy now (wall times are
+    then inflated and noisy), else None."""
+    load = loadavg()
+    cpus = os.cpu_count() or 1
+    if load is None or load[0] <= 0.75 * cpus + 0.5:
         return None
+    return (f"the machine was loaded at the start (1-minute load average {load[0]:.1f} on {cpus} CPUs): "
+            "wall times are inflated and noisy")
 
 
-def git_revision(repo: Path = REPO) -> Dict[str, Any]:
-    """{"git_revision": the commit or "unknown (no commit)", "git_dirty": tracked files changed}."""
-    return {"git_revision": _git(repo, "rev-parse", "HEAD") or "unknown (no commit)",
-            "git_dirty": bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))}
+def git(repo=None) -> Dict[str, Any]:
+    """{"revision": HEAD's hash, "dirty": tracked files changed} of the
+    checkout ``repo``; None for both without one or outside git."""
+    def run(*cmd: str) -> Optional[str]:
+        try:
+            r = subprocess.run(["git", "-C", str(repo), *cmd], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    revision = run("rev-parse", "HEAD") if repo is not None else None
+    if revision is None:
+        return {"revision": None, "dirty": None}
+    return {"revision": revision, "dirty": bool(run("status", "--porcelain", "--untracked-files=no"))}
 
 
 def _cpuinfo() -> Dict[str, Any]:
@@ -100,13 +114,14 @@ def versions() -> Dict[str, Any]:
 
 
 def environment(device: str = "cpu") -> Dict[str, Any]:
-    """Everything above plus torch's threads and, on CUDA, the device name:
-    the "env" block of every benchmark's JSON."""
+    """versions() and machine() plus torch's threads and, on CUDA, the
+    device: the "env" block of every benchmark's and experiment's JSON."""
     import torch
 
-    env = {**versions(), **machine(), **git_revision()}
+    env = {**versions(), **machine()}
     env.update(threads=torch.get_num_threads(), interop_threads=torch.get_num_interop_threads(),
-               mkl=torch.backends.mkl.is_available(), device=str(device))
+               omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), mkl=torch.backends.mkl.is_available(),
+               device=str(device))
     if torch.device(device).type == "cuda":
         env["cuda_device"] = torch.cuda.get_device_name(torch.device(device))
         env["cuda"] = torch.version.cuda

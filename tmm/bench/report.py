@@ -1,5 +1,5 @@
-"""Writing results: markdown tables, JSON (atomically, through tmm.files)
-and PNG plots (matplotlib, atomically).
+"""Writing results: a fresh results folder, markdown tables, JSON
+(atomically, through tmm.files) and PNG plots (matplotlib, atomically).
 
 LiveJson keeps a results document on disk as it grows: every set() or
 add() rewrites the file atomically, so a run killed at any moment leaves the
@@ -7,15 +7,28 @@ last complete version (with "complete": false until finish()).
 """
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from ..files import atomic_savefig, atomic_write_json, atomic_write_text
 
-__all__ = ["markdown_table", "LiveJson", "write_json", "write_text", "pyplot", "save_plot"]
+__all__ = ["fresh_folder", "markdown_table", "LiveJson", "write_json", "write_text", "pyplot", "save_plot"]
 
 write_json = atomic_write_json
 write_text = atomic_write_text
+
+
+def fresh_folder(root, name) -> Path:
+    """``root/<name>-<timestamp>``, with a counter when that exists already (not created)."""
+    root = Path(root)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = root / f"{name}-{stamp}"
+    k = 1
+    while out.exists():
+        k += 1
+        out = root / f"{name}-{stamp}-{k}"
+    return out
 
 
 def markdown_table(head: Sequence[str], rows: Iterable[Sequence[Any]], left: int = 1,

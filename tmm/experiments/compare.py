@@ -24,11 +24,12 @@ shared among the architectures in proportion to their step times and
 re-shared as each finishes; one that runs out of its share stops early
 (after a final evaluation) and the summary says so.
 
-Output in ``out`` (default ``results/<task>-<timestamp>/``): metrics.jsonl
+Output in ``out`` (default ``<results_root>/<task>-<timestamp>/``): metrics.jsonl
 (one row per evaluation per architecture: arch, config, params, step,
 tokens, wall_s, train_loss, eval_loss, eval_acc, flops_est, lr; appended and
 flushed as they come), config.json (the settings, the task, each model's
-config and parameter count, git revision, machine and load), summary.md,
+config and parameter count, the git revision of the caller's checkout
+``repo``, machine and load), summary.md,
 summary.json, vs_steps.png, vs_wall.png, vs_flops.png. Every file but
 metrics.jsonl is written atomically and rewritten after each architecture.
 
@@ -60,10 +61,12 @@ import torch
 import tmm.models
 import tmm.tasks
 from tmm import checkpointing
+from tmm.bench import provenance
+from tmm.bench.report import fresh_folder
 from tmm.files import atomic_write_json, atomic_write_text
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
-from . import budget, distributed, provenance
+from . import budget, distributed
 from .compare_report import summary_text, write_plots, write_summary
 from .errors import SettingsError
 from .model_configs import build_model, config_names, fit_to_task, labels_for, mixer_config, read_config
@@ -218,10 +221,10 @@ class _Comparison:
     """One run_comparison call: set-up (here), then :meth:`plan_steps`,
     :meth:`record`, :meth:`restore`, :meth:`train_all`, :meth:`finish`."""
 
-    def __init__(self, settings, results_root, say, command):
+    def __init__(self, settings, results_root, say, command, repo):
         self.t_begin = time.monotonic()
         self.s = s = settings.checked()
-        self.say, self.command = say, command
+        self.say, self.command, self.repo = say, command, repo
         torch.set_num_threads(s.threads)
         self.rank, self.world, self.device = distributed.init(s.device)
         self.is_main = self.rank == 0
@@ -229,8 +232,7 @@ class _Comparison:
             raise SettingsError(f"--batch-size {s.batch_size} does not divide among {self.world} processes")
         self.task = tmm.tasks.make(s.task, **s.task_options())
         self.runs = self._plan_runs()
-        root = Path(results_root) if results_root is not None else provenance.default_results_root()
-        fresh = provenance.fresh_folder(root, self.task.name) if self.is_main else None
+        fresh = fresh_folder(results_root, self.task.name) if self.is_main else None
         self.out = distributed.broadcast(Path(s.out) if s.out else fresh, self.world)
         self.saved = None
         if s.resume and (self.out / "config.json").is_file():
@@ -296,7 +298,7 @@ class _Comparison:
 
     def _where(self):
         now = datetime.datetime.now().isoformat(timespec="seconds")
-        return now, {"git": provenance.git_info(), "machine": provenance.machine_info(self.s.threads),
+        return now, {"git": provenance.git(self.repo), "machine": provenance.environment(str(self.device)),
                      "command": self.command, "world_size": self.world}
 
     def record(self):
@@ -432,18 +434,19 @@ def _stderr(name):
     return say
 
 
-def run_comparison(settings: CompareSettings, *, results_root=None, log_prefix="tmm.experiments.compare",
-                   command=None) -> CompareResult:
+def run_comparison(settings: CompareSettings, *, results_root="results", log_prefix="tmm.experiments.compare",
+                   command=None, repo=None) -> CompareResult:
     """Runs the comparison (see the module docstring). ``results_root``: where
-    the default output folder goes (default: results/ of the checkout);
-    ``log_prefix``: the name before progress messages on stderr;
-    ``command``: recorded in config.json (default: this process's argv).
+    the default output folder goes (default: results/ of the working
+    directory); ``log_prefix``: the name before progress messages on stderr;
+    ``command``: recorded in config.json (default: this process's argv);
+    ``repo``: the checkout whose git revision config.json records (none: no revision).
     Raises SettingsError for bad settings or a resume that does not fit.
     On ranks other than 0 the result holds no summaries."""
     command = command if command is not None else [sys.executable, *sys.argv]
     created_group = not _group_exists()
     try:
-        c = _Comparison(settings, results_root, _stderr(log_prefix), command)
+        c = _Comparison(settings, results_root, _stderr(log_prefix), command, repo)
         c.plan_steps()
         c.record()
         c.restore()

@@ -61,9 +61,9 @@ import torch
 
 import tmm.models
 import tmm.tasks
+from tmm.bench.report import fresh_folder
 from tmm.train import NonFiniteError, TrainConfig, train
 
-from . import provenance
 from .budget import EvenShares
 from .errors import SettingsError
 from .model_configs import config_names, fit_to_task, labels_for, read_config
@@ -256,10 +256,12 @@ def _finished_runs(out, s) -> dict:
             for r in saved.get("runs", [])}
 
 
-def run_retention(settings: RetentionSettings, *, results_root=None,
+def run_retention(settings: RetentionSettings, *, results_root="results",
                   log_prefix="tmm.experiments.retention") -> RetentionResult:
     """Runs every mode for every architecture (and the baseline); see the
-    module docstring. Raises SettingsError for bad settings."""
+    module docstring. ``results_root``: where the default output folder goes
+    (default: results/ of the working directory). Raises SettingsError for
+    bad settings."""
     t0 = time.monotonic()
     s = settings.checked()
     torch.set_num_threads(s.threads)
@@ -271,8 +273,7 @@ def run_retention(settings: RetentionSettings, *, results_root=None,
         configs.append(("none", None))
     baseline_d = max((int(cfg["d_model"]) for _, cfg in configs if cfg), default=None)
 
-    root = Path(results_root) if results_root is not None else provenance.default_results_root()
-    out = Path(s.out) if s.out else provenance.fresh_folder(root, "retention")
+    out = Path(s.out) if s.out else fresh_folder(results_root, "retention")
     out.mkdir(parents=True, exist_ok=True)
     s.out = str(out)
     print(f"{log_prefix}: {task.describe()}; writing {out}", file=sys.stderr)

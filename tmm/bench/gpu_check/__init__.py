@@ -7,8 +7,9 @@ run() makes gpu_check.json in the output folder, rewritten after every record
 (a kill at any point leaves a readable partial file, "complete": false), in
 sections, each skipped once the deadline leaves it too little time:
 
-  tests      the op tests of tests/python, by pytest on the device, each
-             kernel path forced (tests.py)
+  tests      what the caller's ``run_tests`` returns: scripts/gpu_check.py
+             passes the repository's op tests, by pytest on the device, each
+             kernel path forced (scripts/gpu_check_pytest.py)
   graphs     CUDA graphs through torch.compile(mode="reduce-overhead") vs
              eager, per path (device_checks.py)
   zoo        one training step of each zoo model, float32 and bf16 autocast,
@@ -33,11 +34,10 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import torch
 
 from ..ops import OpsBenchConfig
-from ..provenance import REPO, environment
+from ..provenance import environment, git
 from ..report import LiveJson, write_json, write_text
 from . import summary
 from .device_checks import copy_bandwidth, graphs_check, sanitize_case
-from .tests import DEFAULT_TESTS, run_pytest
 from .zoo_step import zoo_steps
 
 __all__ = ["SECTIONS", "PATHS", "grid", "run", "run_sanitize_case", "report"]
@@ -81,9 +81,13 @@ def _log(t0: float, text: str) -> None:
     print(f"[gpu_check.py {time.time() - t0:5.0f}s] {text}", flush=True)
 
 
-def run(device: str, out: Path, deadline: float, tests: Sequence[str] = DEFAULT_TESTS,
-        sections: Sequence[str] = SECTIONS, lib: Optional[str] = None, dtypes: Sequence[str] = ()) -> int:
-    """The checks into out/gpu_check.json. Returns summary.exit_status of what ran."""
+def run(device: str, out: Path, deadline: float, sections: Sequence[str] = SECTIONS, lib: Optional[str] = None,
+        dtypes: Sequence[str] = (), run_tests: Optional[Callable[[Path, float], Dict[str, Any]]] = None,
+        repo=None) -> int:
+    """The checks into out/gpu_check.json. ``run_tests(out, deadline)`` is
+    the tests section (its record: rc, killed, counts, per-test records;
+    None: the section is skipped); ``repo`` the checkout whose git revision
+    is recorded. Returns summary.exit_status of what ran."""
     t0 = time.time()
     dev = torch.device(device).type
     out.mkdir(parents=True, exist_ok=True)
@@ -92,7 +96,8 @@ def run(device: str, out: Path, deadline: float, tests: Sequence[str] = DEFAULT_
     force = force or (lambda name: contextlib.nullcontext())
     dtypes = list(dtypes) or (["bfloat16", "float32"] if dev == "cuda" else ["float32"])
     live = LiveJson(out / "gpu_check.json", {"schema": SCHEMA, "device": device, "deadline": deadline,
-                                             "sections": list(sections), "env": environment(device)})
+                                             "sections": list(sections), "env": environment(device),
+                                             "git": git(repo)})
     if native_missing:
         live.set("native_missing", native_missing)
     todo = [s for s in SECTIONS if s in sections]
@@ -106,7 +111,7 @@ def run(device: str, out: Path, deadline: float, tests: Sequence[str] = DEFAULT_
         _log(t0, f"{name} ...")
         start = time.time()
         try:
-            _SECTION[name](live, device, out, deadline - later, force, paths, tests, dtypes, native_missing)
+            _SECTION[name](live, device, out, deadline - later, force, paths, run_tests, dtypes, native_missing)
         except Exception as e:  # noqa: BLE001 - recorded; the other sections still run
             live.add("errors", {"section": name, "error": f"{type(e).__name__}: {e}"[:1000],
                                 "trace": traceback.format_exc()[-3000:]})
@@ -117,19 +122,20 @@ def run(device: str, out: Path, deadline: float, tests: Sequence[str] = DEFAULT_
     return summary.exit_status(live.data)
 
 
-def _tests(live, device, out, deadline, force, paths, tests, dtypes, native_missing):
-    if native_missing:
-        live.add("skipped_sections", {"section": "tests", "reason": "tmm._C not built"})
+def _tests(live, device, out, deadline, force, paths, run_tests, dtypes, native_missing):
+    if native_missing or run_tests is None:
+        reason = "tmm._C not built" if native_missing else "no test runner given"
+        live.add("skipped_sections", {"section": "tests", "reason": reason})
         return
-    live.set("tests", run_pytest(tests, device, out, deadline, REPO))
+    live.set("tests", run_tests(out, deadline))
 
 
-def _graphs(live, device, out, deadline, force, paths, tests, dtypes, native_missing):
+def _graphs(live, device, out, deadline, force, paths, run_tests, dtypes, native_missing):
     for rec in graphs_check(device, paths, force, deadline):
         live.add("graphs", rec)
 
 
-def _zoo(live, device, out, deadline, force, paths, tests, dtypes, native_missing):
+def _zoo(live, device, out, deadline, force, paths, run_tests, dtypes, native_missing):
     if native_missing:
         live.add("skipped_sections", {"section": "zoo", "reason": "tmm._C not built"})
         return
@@ -137,11 +143,11 @@ def _zoo(live, device, out, deadline, force, paths, tests, dtypes, native_missin
         live.add("zoo", rec)
 
 
-def _bandwidth(live, device, out, deadline, force, paths, tests, dtypes, native_missing):
+def _bandwidth(live, device, out, deadline, force, paths, run_tests, dtypes, native_missing):
     live.set("copy_bandwidth", copy_bandwidth(device))
 
 
-def _bench(live, device, out, deadline, force, paths, tests, dtypes, native_missing):
+def _bench(live, device, out, deadline, force, paths, run_tests, dtypes, native_missing):
     from .. import ops
 
     bench = live.data.setdefault("bench", {})

@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .. import provenance
+from ...bench import provenance
 from ..errors import SettingsError
 from . import ablation_claim, copy_claim, lm_claim, mqar_claim, operator_index_claim, retention_claim
 from .estimate import plan_table, time_plan
@@ -98,12 +98,15 @@ def _say(message):
     print(f"claims: {message}", file=sys.stderr, flush=True)
 
 
-def run_claims(settings: ClaimsSettings, *, say=_say, command=None) -> ClaimsResult:
-    """Plans, then runs, the claims of ``settings`` (see the module docstring);
+def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root="results",
+               repo=None) -> ClaimsResult:
+    """Plans, then runs, the claims of ``settings`` (see the module docstring)
+    into ``settings.out`` (default ``<results_root>/claims-<scale>``),
+    recording the git revision of the checkout ``repo`` (none: no revision);
     SettingsError for bad settings or a folder holding other settings' results."""
     s = settings.checked()
     sc = scale(s.scale, s.device)
-    out = Path(s.out) if s.out else provenance.default_results_root() / f"claims-{s.scale}"
+    out = Path(s.out) if s.out else Path(results_root) / f"claims-{s.scale}"
     names = s.only or list(CLAIMS)
     claims = [CLAIMS[n] for n in names if n in CLAIMS]
     # The dry run of the claims asked for (all of them for the step-time table): jobs, tokens, FLOPs.
@@ -124,7 +127,7 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None) -> ClaimsRes
     if s.dry_run:
         return ClaimsResult(out, [], "", plan)
     suite = Suite(out, sc, threads=s.threads, progress=not s.no_progress, say=say)
-    meta = {"scale": s.scale, "device": s.device, "seeds": list(sc.seeds), "git": provenance.git_info(),
+    meta = {"scale": s.scale, "device": s.device, "seeds": list(sc.seeds), "git": provenance.git(repo),
             "command": " ".join(command if command is not None else [sys.executable, *sys.argv]),
             "settings": dataclasses.asdict(sc)}
     results = []

@@ -31,10 +31,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, results_root="results", repo=None) -> int:
+    """The command line; ``results_root`` and ``repo`` as run_claims' (the script passes its checkout's)."""
     args = parser().parse_args(argv)
     try:
-        result = run_claims(ClaimsSettings(**vars(args)))
+        result = run_claims(ClaimsSettings(**vars(args)), results_root=results_root, repo=repo)
     except SettingsError as e:
         print(f"claims: {e}", file=sys.stderr)
         return 2

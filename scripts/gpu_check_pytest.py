@@ -1,5 +1,6 @@
-"""The check's correctness part: the project's own op tests (tests/python),
-run by pytest on the check's device, read back as records.
+"""The GPU check's tests section (scripts/gpu_check.py passes run_pytest to
+tmm.bench.gpu_check.run): the repository's own op tests (tests/python), run
+by pytest on the check's device, read back as records.
 
 pytest runs in a subprocess with --device (tests/python/conftest.py), which
 also forces each kernel path of that device and fills the CUDA caching
@@ -43,11 +44,12 @@ def read_records(path: Path) -> List[Dict[str, Any]]:
     return out
 
 
-def run_pytest(tests: Sequence[str], device: str, out_dir: Path, deadline: float, repo: Path,
+def run_pytest(tests: Sequence[str], device: str, repo: Path, out_dir: Path, deadline: float,
                extra: Sequence[str] = ()) -> Dict[str, Any]:
-    """pytest on `tests` (files or node ids, relative to repo) until
-    `deadline` (seconds since the epoch). Returns the command, its exit
-    status, whether it was killed, and the per-test records."""
+    """pytest on `tests` (files or node ids, relative to the checkout
+    `repo`) until `deadline` (seconds since the epoch), its files in
+    `out_dir`. Returns the command, its exit status, whether it was killed,
+    and the per-test records."""
     records = out_dir / "tests.jsonl"
     records.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", *tests, "--device", device, "--records", str(records),
