@@ -141,7 +141,7 @@ def main(argv=None):
         print(out["plot_note"])
     plot = "" if out["plot_note"] or args.no_plot else ", plot.png"
     print(f"results: {args.out}/results.json, table.md{plot} ({out['results']['wall_s']:.0f} s)\n")
-    print(out["table"], end="")
+    print(out["table"])
     if out["busy"]:
         print("\n" + out["busy"], end="")
     return 130 if out["results"].get("interrupted") else 0

@@ -77,7 +77,7 @@ from typing import Callable, Optional
 import torch
 
 from . import checkpointing
-from .bench.progress import Progress
+from .progress import Progress
 
 __all__ = ["TrainConfig", "TrainResult", "NonFiniteError", "train", "evaluate", "flops_per_token"]
 

@@ -57,7 +57,7 @@ def test_provenance_says_where(tmp_path):
 
 def test_markdown_table_alignment():
     text = report.markdown_table(["a", "b", "c"], [[1, 2, 3]], left=1)
-    assert text == "| a | b | c |\n|---|---:|---:|\n| 1 | 2 | 3 |\n"
+    assert text == "| a | b | c |\n|---|---:|---:|\n| 1 | 2 | 3 |"
     assert report.markdown_table(["a", "b"], [], align="rl").splitlines()[1] == "|---:|---|"
 
 

@@ -23,7 +23,7 @@ import torch
 
 from .. import nn as tnn
 from ..testing import rel_err
-from .progress import Progress
+from ..progress import Progress
 from .provenance import environment, git
 from .report import markdown_table, write_json, write_text
 from .timing import time_calls
@@ -109,4 +109,4 @@ def table(results: Dict[str, Any]) -> str:
             f"backend {c['backend']}, {results['env']['threads']} threads\n\n")
     foot = (f"\neager median / compiled median: {results['speedup']:.2f} (above 1: compiled is faster); "
             f"first-step loss relative difference {results['first_loss_rel_err']:.1e}\n")
-    return head + markdown_table(["mode", "median ms", "min ms", "steps", "first step s"], rows) + foot
+    return head + markdown_table(["mode", "median ms", "min ms", "steps", "first step s"], rows) + "\n" + foot

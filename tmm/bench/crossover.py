@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Sequence
 
 from .. import testing
 from .ops import make_call
-from .progress import Progress
+from ..progress import Progress
 from .report import markdown_table
 from .timing import time_calls
 
@@ -49,4 +49,4 @@ def table(result: Dict[str, Any]) -> str:
              f"{r['fft_ms'] / r['direct_ms']:.2f}"] for r in result["rows"]]
     text = markdown_table(["G", "K", "L", "direct ms", "fft ms", "fft/direct"], rows, left=3)
     summary = [f"- {k}: direct faster up to L = {v}" for k, v in result["direct_up_to"].items()]
-    return text + "\n" + "\n".join(summary)
+    return text + "\n\n" + "\n".join(summary)

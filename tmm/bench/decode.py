@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 
 import torch
 
-from .progress import Progress
+from ..progress import Progress
 from .report import markdown_table, pyplot, save_plot, write_json, write_text
 from .timing import timed
 
@@ -158,17 +158,17 @@ def tables(results) -> str:
         rows.append([key] + ["-" if c not in by or "step_s" not in by[c]
                              else f"{1e3 * by[c]['step_s']:.2f} ({by[c]['prefill_s']:.2f})" for c in contexts])
     text = ["## Per-token decode latency (ms; prefill s in parentheses)", "",
-            markdown_table(["model / method"] + [str(c) for c in contexts], rows).rstrip("\n"), "",
+            markdown_table(["model / method"] + [str(c) for c in contexts], rows), "",
             f"## Generation of {results['config']['gen']} tokens (16-token prompt, greedy)", "",
             markdown_table(["model", "method", "seconds", "tokens/s"],
                            [[g["arch"], g["method"], f"{g['seconds']:.2f}", f"{g['tokens_per_s']:.1f}"]
-                            for g in results["generation"]], left=2).rstrip("\n")]
+                            for g in results["generation"]], left=2)]
     if results["long"]:
         text += ["", "## TMM, long generation: cached vs fast (greedy, 16-token prompts)", "",
                  markdown_table(["batch", "tokens", "cached s", "fast s", "speedup", "identical tokens"],
                                 [[lr["batch"], lr["tokens"], f"{lr['cached_s']:.1f}", f"{lr['fast_s']:.1f}",
                                   f"{lr['speedup']:.2f}x", lr["identical_tokens"]] for lr in results["long"]],
-                                align="rrrrrl").rstrip("\n")]
+                                align="rrrrrl")]
     text += ["", "## Targets", ""]
     for name, v in results["targets"].items():
         text.append(f"- {name}: {v['ratio']:.1f}x, {'met' if v['met'] else 'missed'}")

@@ -23,7 +23,7 @@ import time
 from typing import Any, Dict, List
 
 from .memory import reset_peak_rss, status_kib
-from .progress import Progress
+from ..progress import Progress
 from .report import markdown_table
 
 __all__ = ["ARCHS", "measure", "run", "table"]
@@ -141,7 +141,7 @@ def table(rows: List[Dict[str, Any]], cfg: Dict[str, Any]) -> str:
     head = ["model", "mode", "KiB per token", "longest sequence", "time there",
             f"check under {cfg['check_gib']:g} GiB", "error past the limit"]
     return (f"## Longest sequence in {cfg['memory_gib']:g} GiB (batch 1, d = 512, 4 layers)\n\n"
-            + markdown_table(head, out, align="llrrrll").rstrip("\n"))
+            + markdown_table(head, out, align="llrrrll"))
 
 
 if __name__ == "__main__":  # the fresh process of measure()

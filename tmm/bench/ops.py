@@ -57,17 +57,18 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .. import testing
+from ..progress import Progress
+from . import ops_report
 from .memory import RssProbe, peak_alloc_bytes
-from .progress import Progress
+from .ops_report import MODE_LABEL
 from .provenance import CPU_LOAD, environment, git, loadavg
 from .report import LiveJson
 from .timing import time_calls
 
-__all__ = ["OpsBenchConfig", "IMPL_NAMES", "MODE_LABEL", "DTYPES", "run_grid", "load_impls"]
+__all__ = ["OpsBenchConfig", "IMPL_NAMES", "DTYPES", "run_grid", "load_impls"]
 
 GiB = float(1 << 30)
 IMPL_NAMES = ("ours", "fft", "dense")
-MODE_LABEL = {"fwd": "fwd", "fwdbwd": "fwd+bwd"}
 DTYPES = {
     "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
     "float64": torch.float64, "fp64": torch.float64, "double": torch.float64,
@@ -325,8 +326,6 @@ def run(cfg: OpsBenchConfig, out_dir: Path, progress: bool = True, plot: bool = 
     via ops_report.finish(). Returns what finish() returns (the results
     document and the texts to print). ``repo``: the checkout whose git
     revision the results record (provenance.git)."""
-    from . import ops_report
-
     impls = load_impls(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = {k: v for k, v in asdict(cfg).items() if k != "extra"}

@@ -24,10 +24,10 @@ from .. import testing
 from .provenance import BUSY_CORES
 from .report import LiveJson, markdown_table, pyplot, save_plot, write_text
 
-__all__ = ["evaluate_targets", "make_table", "format_targets", "make_plot", "finish"]
+__all__ = ["MODE_LABEL", "evaluate_targets", "make_table", "format_targets", "make_plot", "finish"]
 
 MiB = float(1 << 20)
-MODE_LABEL = {"fwd": "fwd", "fwdbwd": "fwd+bwd"}
+MODE_LABEL = {"fwd": "fwd", "fwdbwd": "fwd+bwd"}  # how tables, plots and the progress bar name each mode
 
 
 def _index(cells: List[Dict[str, Any]]) -> Dict[Tuple, Dict[str, Any]]:
@@ -230,7 +230,7 @@ def finish(cfg, live: LiveJson, out_dir: Path, plot: bool = True) -> Dict[str, A
     md = (f"# {title}\n\n{data['git']['revision'] or 'no git revision'}, torch {env['torch']}, "
           f"{env.get('cuda_device') or env.get('cpu_model', platform.machine())}; time: median (min) of the "
           f"timed calls in ms; peak: extra bytes allocated through torch's allocator.\n\n"
-          f"{table}\n{busy}\n## Targets\n\n{targets}\n{checks}\n")
+          f"{table}\n\n" + (f"{busy}\n" if busy else "") + f"## Targets\n\n{targets}\n{checks}\n")
     live.flush()
     write_text(out_dir / "table.md", md)
     return dict(results=data, table=table, targets=targets, checks=checks, busy=busy, plot_note=plot_note,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 
-from ..files import atomic_savefig, atomic_write_json, atomic_write_text
-from .formatting import fmt_flops, fmt_int, fmt_num, markdown_table, text_table
+from ..bench.report import markdown_table, pyplot, save_plot, text_table
+from ..files import atomic_write_json, atomic_write_text
+from .formatting import fmt_flops, fmt_int, fmt_num
 
 __all__ = ["LEARNED", "HEADER", "run_summary", "verdict", "summary_markdown", "summary_text", "write_summary",
            "write_plots", "PLOTS"]
@@ -133,12 +134,8 @@ def write_summary(out, runs, task, meta, notes):
 def write_plots(out, runs, task) -> bool:
     """Eval loss and accuracy against steps, training wall-clock and
     estimated FLOPs, one line per architecture; False when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     axes_x = [("step", "training steps"), ("wall_s", "training wall-clock (s)"),
               ("flops_est", "estimated training FLOPs")]
@@ -164,6 +161,5 @@ def write_plots(out, runs, task) -> bool:
             ax.grid(True, alpha=0.3)
         ax_acc.legend(loc="best", fontsize=8)
         fig.tight_layout()
-        atomic_savefig(fig, out / fname)
-        plt.close(fig)
+        save_plot(fig, out / fname)
     return True

@@ -1,9 +1,10 @@
-"""Numbers as the drivers' tables show them ("-" for what is missing)."""
+"""Numbers as the drivers' tables show them ("-" for what is missing); the
+tables themselves are tmm.bench.report's."""
 from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_int", "fmt_num", "fmt_flops", "fmt_any", "markdown_table", "text_table"]
+__all__ = ["fmt_int", "fmt_num", "fmt_flops", "fmt_any"]
 
 
 def fmt_int(n):
@@ -32,20 +33,3 @@ def fmt_any(x, nd=3):
     if isinstance(x, int):
         return f"{x:,}"
     return f"{x:.{nd}f}"
-
-
-def markdown_table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def text_table(header, rows):
-    """Aligned columns: the first left-aligned, the others right-aligned."""
-    rows = [list(header)] + [list(r) for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-
-    def fmt(r):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-
-    return "\n".join([fmt(rows[0]), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows[1:]])

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 
-from ..files import atomic_savefig, atomic_write_text
-from .formatting import fmt_any, markdown_table
+from ..bench.report import markdown_table, pyplot, save_plot
+from ..files import atomic_write_text
+from .formatting import fmt_any
 
 __all__ = ["summarise", "markdown", "verdict", "setup_line", "write_plots", "write_report"]
 
@@ -41,7 +42,7 @@ def markdown(rows) -> str:
         s["mode"], s["arch"], fmt_any(s["encoder_params"]), fmt_any(s.get("decoder_params")),
         s.get("state") or "-", fmt_any(s["lm_eval_bpb"]), fmt_any(s["steps"]),
         fmt_any(s["token_acc"]), fmt_any(s["eval_loss"]), fmt_any(s["wall_s"], 1), s["status"],
-    ] for s in rows])
+    ] for s in rows], align="llrrlrrrrrl")
 
 
 def verdict(rows, mode) -> str:
@@ -59,12 +60,8 @@ def verdict(rows, mode) -> str:
 def write_plots(out, results, modes) -> bool:
     """Token accuracy against decoder steps, and the final accuracy at each
     position, one panel per mode; False when matplotlib is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     for fname, kind in (("retention_vs_steps.png", "steps"), ("retention_by_position.png", "position")):
         fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 3.8), squeeze=False)
@@ -85,8 +82,7 @@ def write_plots(out, results, modes) -> bool:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
         fig.tight_layout()
-        atomic_savefig(fig, out / fname, dpi=100)
-        plt.close(fig)
+        save_plot(fig, out / fname, dpi=100)
     return True
 
 

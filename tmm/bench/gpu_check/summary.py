@@ -210,7 +210,7 @@ def summary(data: Dict[str, Any]) -> str:
     for dtype, b in (data.get("bench") or {}).items():
         cfg = b.get("config", {})
         lines += ["", f"## benchmark, {dtype}, {device}: B={cfg.get('batch')} C={cfg.get('channels')}, "
-                      "median (min) ms", "", make_table(b.get("cells", [])).rstrip("\n"), "",
-                  _bandwidth_table(b.get("cells", []), cb.get("bytes_per_s")).rstrip("\n"), "",
+                      "median (min) ms", "", make_table(b.get("cells", [])), "",
+                  _bandwidth_table(b.get("cells", []), cb.get("bytes_per_s")), "",
                   format_targets(b.get("targets", [])).rstrip("\n")]
     return "\n".join(lines) + "\n"

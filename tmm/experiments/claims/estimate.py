@@ -14,7 +14,8 @@ import json
 import tmm.tasks
 
 from ..budget import time_steps
-from ..formatting import fmt_flops, markdown_table
+from ...bench.report import markdown_table
+from ..formatting import fmt_flops
 from ..model_configs import fit_to_task
 from ..task_options import parse_task_options
 from .models import ModelSpec
@@ -65,5 +66,5 @@ def time_plan(plan: list, device="cpu", n=3, say=None) -> tuple:
                 rows.append([label, f"{task.name} {task.seq_len}", str(batch), f"{timed[key] * 1e3:.1f}",
                              f"{tokens_s:,.0f}"])
             total += timed[key] * job.steps
-    table = markdown_table(["model", "task, sequence", "batch", "ms / step", "tokens / s"], rows)
+    table = markdown_table(["model", "task, sequence", "batch", "ms / step", "tokens / s"], rows, left=2)
     return table, total

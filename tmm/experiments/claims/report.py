@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ...files import atomic_savefig, atomic_write_json, atomic_write_text
-from ..formatting import fmt_int, markdown_table
+from ...bench.report import markdown_table, pyplot, save_plot
+from ...files import atomic_write_json, atomic_write_text
+from ..formatting import fmt_int
 
 __all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "mean_range", "steps_cell",
            "pooled_table", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
@@ -84,12 +85,8 @@ def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Op
                         ("flops_est", "estimated training FLOPs")), log_y=False) -> bool:
     """One row of plots per group (title -> {label: Pooled}), one column per
     x axis: the mean over seeds with the range shaded; False without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     groups = {t: g for t, g in groups.items() if g}
     if not groups:
@@ -116,8 +113,7 @@ def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Op
         row[-1].legend(loc="best", fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_savefig(fig, path)
-    plt.close(fig)
+    save_plot(fig, path)
     return True
 
 
