@@ -166,7 +166,7 @@ def test_resume_keeps_finished_runs_and_refuses_other_settings(corpus, tmp_path,
     new = (out / "metrics.jsonl").read_text().splitlines()[len(lines):]
     assert new and {json.loads(line)["arch"] for line in new} == {"none"}
     assert [r["arch"] for r in third.table] == ["tmm", "none"] and third.table[0] == first.table[0]
-    with pytest.raises(SettingsError, match="--resume: give the settings of the run being resumed; they differ in "
+    with pytest.raises(SettingsError, match="--resume: give the settings of the run being resumed; it differs in "
                                             "--steps: the run had 2, this command 3"):
         run_retention(dataclasses.replace(settings, resume=True, steps=3))
     with pytest.raises(SettingsError, match="--resume needs --out"):

@@ -21,7 +21,8 @@ plots: docs/experiments.md.
   TMM checkpoint or config (``analyse``).
 
 Shared by the drivers: :mod:`.model_configs` (zoo configs fitted to a task),
-:mod:`.budget` (time budgets), :mod:`.distributed` (torchrun),
+:mod:`.budget` (time budgets), :mod:`.saved_settings` (the settings check
+of a resumed run or a reused claims job), :mod:`.distributed` (torchrun),
 :mod:`.formatting`, :mod:`.task_options`, and :class:`.errors.SettingsError`,
 the error for bad settings that scripts print after their name; and from
 :mod:`tmm.bench`, provenance (git, machine, load) and the results folders.

@@ -70,6 +70,7 @@ from . import budget, distributed
 from .compare_report import summary_text, write_plots, write_summary
 from .errors import SettingsError
 from .model_configs import build_model, config_names, fit_to_task, labels_for, mixer_config, read_config
+from .saved_settings import RESUME_REFUSAL, check_same
 from .task_options import parse_task_options
 
 __all__ = ["CompareSettings", "CompareResult", "run_comparison", "RUNTIME_SETTINGS", "DEFAULT_ARCHS",
@@ -198,21 +199,6 @@ class CompareResult:
     exit_code: int  # 0, or 130 when interrupted (Ctrl-C)
 
 
-def check_resumable(saved_args: dict, settings: CompareSettings):
-    """SettingsError naming every setting that differs from the run being
-    resumed (runtime settings excepted)."""
-    def norm(v):
-        return list(v) if isinstance(v, (list, tuple)) else v  # JSON made tuples lists
-
-    now = dataclasses.asdict(settings)
-    keys = sorted(k for k in set(saved_args) & set(now) if k not in RUNTIME_SETTINGS)
-    diff = [f"--{k.replace('_', '-')}: the run had {saved_args[k]!r}, this command {now[k]!r}"
-            for k in keys if norm(saved_args[k]) != norm(now[k])]
-    if diff:
-        raise SettingsError("--resume: give the command line of the run being resumed; it differs in "
-                            + "; ".join(diff))
-
-
 def _metrics_line(run, row):
     return json.dumps({"arch": run["label"], "config": run["config_name"], "params": run["params"], **row}) + "\n"
 
@@ -237,7 +223,7 @@ class _Comparison:
         self.saved = None
         if s.resume and (self.out / "config.json").is_file():
             self.saved = json.loads((self.out / "config.json").read_text())
-            check_resumable(self.saved.get("args", {}), s)
+            check_same(self.saved.get("args", {}), dataclasses.asdict(s), RESUME_REFUSAL, RUNTIME_SETTINGS)
         self.notes = []
         if self.is_main:
             self.out.mkdir(parents=True, exist_ok=True)

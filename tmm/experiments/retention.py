@@ -69,6 +69,7 @@ from .errors import SettingsError
 from .model_configs import config_names, fit_to_task, labels_for, read_config
 from .retention_model import DECODER_MODES, Autoencoder, RegenerateTask, position_accuracy
 from .retention_report import markdown, write_plots, write_report
+from .saved_settings import RESUME_REFUSAL, check_same
 from .task_options import parse_task_options
 
 __all__ = ["MODES", "DECODER_MODES", "MODE_DEFAULTS", "RetentionSettings", "RetentionResult", "run", "run_retention",
@@ -237,11 +238,7 @@ def _finished_runs(out, s) -> dict:
     if not path.is_file():
         return {}
     saved = json.loads(path.read_text())
-    before, now = saved.get("args", {}), dataclasses.asdict(s)
-    diff = [f"--{k.replace('_', '-')}: the run had {before[k]!r}, this command {now[k]!r}"
-            for k in sorted(set(before) & set(now) - RUNTIME_SETTINGS) if before[k] != now[k]]
-    if diff:
-        raise SettingsError("--resume: give the settings of the run being resumed; they differ in " + "; ".join(diff))
+    check_same(saved.get("args", {}), dataclasses.asdict(s), RESUME_REFUSAL, RUNTIME_SETTINGS)
     rows = {}
     metrics = out / "metrics.jsonl"
     for line in (metrics.read_text().splitlines() if metrics.is_file() else []):

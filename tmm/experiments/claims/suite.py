@@ -25,8 +25,8 @@ from tmm.files import atomic_write_json
 from tmm.train import flops_per_token
 
 from ..compare import CompareSettings, run_comparison
-from ..errors import SettingsError
 from ..model_configs import build_model, fit_to_task
+from ..saved_settings import check_same
 from ..task_options import parse_task_options
 from .models import write_configs
 from .results import JobResult, read_compare_job
@@ -135,11 +135,9 @@ class Suite:
         done = out / DONE_FILE
         if not done.is_file():
             return False
-        saved = json.loads(done.read_text())
-        saved.pop("finished", None)
-        if saved != json.loads(json.dumps(record)):
-            raise SettingsError(f"{out} holds a finished job with other settings than this suite's "
-                                f"(another --scale or version?): remove it or give another --out")
+        check_same(json.loads(done.read_text()), record,
+                   f"{out} holds a finished job with other settings than this suite's (another --scale or "
+                   "version?): remove it or give another --out", runtime=("finished",))
         return True
 
     def _mark_done(self, out: Path, record: dict):
