@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tmm.tasks
-from tmm.experiments import ablation
+from tmm.experiments import ablation, model_configs
 from tmm.experiments.compare import CompareSettings, run_comparison
 from tmm.experiments.errors import SettingsError
 
@@ -81,13 +81,13 @@ def test_ablation_configs_build(config):
 def test_ablation_variants(tmp_path, restore_threads):
     """--ablation (all) is the documented seven variants, in the docs' order;
     the variants are labelled by their config names."""
-    assert ablation.available()[:7] == list(ablation.VARIANTS)
-    paths = ablation.variant_configs("all")
-    assert [Path(p).name for p in paths] == [f"tmm-{v}.json" for v in ablation.VARIANTS]
+    assert model_configs.ablation_variants()[:7] == list(model_configs.ABLATION_VARIANTS)
+    paths = model_configs.ablation_configs("all")
+    assert [Path(p).name for p in paths] == [f"tmm-{v}.json" for v in model_configs.ABLATION_VARIANTS]
     assert CompareSettings(ablation="all").checked().configs == paths
     assert CompareSettings(ablation="flat,masked").checked().configs == [paths[1], paths[6]]
     with pytest.raises(SettingsError, match="no variant nope"):
-        ablation.variant_configs("flat,nope")
+        model_configs.ablation_configs("flat,nope")
     with pytest.raises(SettingsError, match="give one"):
         CompareSettings(ablation="flat", configs=["tmm-tiny"]).checked()
     result = ablation.run_ablation("flat,frozen", n=4, steps=1, batch_size=2, eval_every=1, eval_batches=1,

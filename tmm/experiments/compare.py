@@ -69,7 +69,8 @@ from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 from . import budget, distributed
 from .compare_report import summary_text, write_plots, write_summary
 from .errors import SettingsError
-from .model_configs import build_model, config_names, fit_to_task, labels_for, mixer_config, read_config
+from .model_configs import (ablation_configs, build_model, config_names, fit_to_task, labels_for, mixer_config,
+                            read_config)
 from .saved_settings import RESUME_REFUSAL, check_same
 from .task_options import parse_task_options
 
@@ -129,9 +130,7 @@ class CompareSettings:
         if s.configs:
             s.configs = [c for item in s.configs for c in str(item).split(",") if c]
         if s.ablation is not None:
-            from .ablation import variant_configs
-
-            paths = variant_configs(s.ablation)
+            paths = ablation_configs(s.ablation)
             if s.configs and s.configs != paths:
                 raise SettingsError("--ablation and --configs both choose the models: give one")
             s.configs = paths
@@ -203,9 +202,15 @@ def _metrics_line(run, row):
     return json.dumps({"arch": run["label"], "config": run["config_name"], "params": run["params"], **row}) + "\n"
 
 
+def _sized_note(steps, budget_s, est):
+    return (f"{steps} steps sized to the {budget_s / 60:g}-minute budget from timed steps: "
+            + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in est.items()))
+
+
 class _Comparison:
-    """One run_comparison call: set-up (here), then :meth:`plan_steps`,
-    :meth:`record`, :meth:`restore`, :meth:`train_all`, :meth:`finish`."""
+    """One run_comparison call. The constructor sets everything up (settings,
+    processes, task, models, output folder, steps, config.json, what a
+    resumed run keeps); then :meth:`train_all` and :meth:`finish`."""
 
     def __init__(self, settings, results_root, say, command, repo):
         self.t_begin = time.monotonic()
@@ -233,6 +238,13 @@ class _Comparison:
                 f"{what} {self.out}" + (f" ({self.world} processes)" if self.world > 1 else ""))
             for r in self.runs:
                 say(f"  {r['label']:<14} {r['config_name']:<24} {r['params']:>12,} parameters", prefix=False)
+        self.budget_s, self.est, self.steps, self.eval_every, self.warmup = self._plan_steps()
+        loaded = provenance.loaded_note()
+        if loaded:
+            self.notes.append(loaded)
+        self.config_json = self._record()
+        self.ckpt_dirs = {r["label"]: self.out / "checkpoints" / r["label"] for r in self.runs}
+        self.spent = self._restore()
 
     def _plan_runs(self):
         """One run dict per config, fitted to the task, with its parameter count."""
@@ -250,53 +262,48 @@ class _Comparison:
             del model
         return runs
 
-    def plan_steps(self):
-        """Steps given, sized by a quick timing to fit the budget (by rank 0),
+    def _plan_steps(self):
+        """(time budget, timed step seconds, steps, eval_every, warmup): the
+        steps given, sized by a quick timing to fit the budget (by rank 0),
         or the resumed run's; then the evaluation cadence and warm-up."""
-        s = self.s
-        self.budget_s, self.est = s.budget_s(), None
-        if self.saved is not None:
-            steps, self.budget_s, self.est = self.saved["steps"], self.saved["time_budget_s"], self.saved["timed_step_s"]
-            if self.est:
-                self.notes.append(self._sized_note(steps))
+        s, saved = self.s, self.saved
+        budget_s, est = s.budget_s(), None
+        if saved is not None:
+            steps, budget_s, est = saved["steps"], saved["time_budget_s"], saved["timed_step_s"]
+            if est:
+                self.notes.append(_sized_note(steps, budget_s, est))
         elif s.steps is None and not self.is_main:
             steps = None  # rank 0's, below
         elif s.steps is None:
-            self.est = {r["label"]: budget.time_steps(r["config"], self.task, s.batch_size, s.seed, device=self.device)
-                        for r in self.runs}
-            steps = budget.size_steps(self.budget_s, self.est, s.eval_batches)
-            self.say(self._sized_note(steps))
-            self.notes.append(self._sized_note(steps))
+            est = {r["label"]: budget.time_steps(r["config"], self.task, s.batch_size, s.seed, device=self.device)
+                   for r in self.runs}
+            steps = budget.size_steps(budget_s, est, s.eval_batches)
+            self.say(_sized_note(steps, budget_s, est))
+            self.notes.append(_sized_note(steps, budget_s, est))
         else:
             steps = s.steps
-        self.steps, self.est = distributed.broadcast((steps, self.est), self.world)
-        self.eval_every = s.eval_every or max(1, self.steps // 20)
-        self.warmup = s.warmup if s.warmup is not None else max(1, self.steps // 10)
-        if self.saved is not None:
-            self.eval_every, self.warmup = self.saved["eval_every"], self.saved["warmup"]
-        loaded = provenance.loaded_note()
-        if loaded:
-            self.notes.append(loaded)
-
-    def _sized_note(self, steps):
-        return (f"{steps} steps sized to the {self.budget_s / 60:g}-minute budget from timed steps: "
-                + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.est.items()))
+        steps, est = distributed.broadcast((steps, est), self.world)
+        if saved is not None:
+            return budget_s, est, steps, saved["eval_every"], saved["warmup"]
+        eval_every = s.eval_every or max(1, steps // 20)
+        warmup = s.warmup if s.warmup is not None else max(1, steps // 10)
+        return budget_s, est, steps, eval_every, warmup
 
     def _where(self):
         now = datetime.datetime.now().isoformat(timespec="seconds")
         return now, {"git": provenance.git(self.repo), "machine": provenance.environment(str(self.device)),
                      "command": self.command, "world_size": self.world}
 
-    def record(self):
+    def _record(self):
         """config.json's content: the run's own record, or the resumed one plus when and where it continued."""
         now, where = self._where()
         if self.saved is not None:
-            self.config_json = dict(self.saved)
-            self.config_json.pop("finished", None)
-            self.config_json.setdefault("resumed", []).append({"at": now, **where})
-            return
+            record = dict(self.saved)
+            record.pop("finished", None)
+            record.setdefault("resumed", []).append({"at": now, **where})
+            return record
         task = self.task
-        self.config_json = {
+        return {
             "args": dataclasses.asdict(self.s),
             "task": {"name": task.name, "options": task.options, "seq_len": task.seq_len,
                      "vocab_size": task.vocab_size},
@@ -315,23 +322,24 @@ class _Comparison:
             "world_size": self.world,
         }
 
-    def restore(self):
-        """A resumed run keeps, per architecture, the rows of its newest
-        checkpoint (rows logged after it are recomputed) and the training
-        time already spent; then config.json and metrics.jsonl are written."""
-        self.ckpt_dirs = {r["label"]: self.out / "checkpoints" / r["label"] for r in self.runs}
-        self.spent = {r["label"]: 0.0 for r in self.runs}
+    def _restore(self):
+        """The training time each architecture spent already: a resumed run
+        keeps, per architecture, the rows of its newest checkpoint (rows
+        logged after it are recomputed) and its time. Then config.json and
+        metrics.jsonl are written."""
+        spent = {r["label"]: 0.0 for r in self.runs}
         if self.s.resume:
             for r in self.runs:
                 path = checkpointing.latest(self.ckpt_dirs[r["label"]])
                 if path is not None:
                     state = checkpointing.read_state(path)
-                    r["rows"], self.spent[r["label"]] = list(state["rows"]), state["total_s"]
+                    r["rows"], spent[r["label"]] = list(state["rows"]), state["total_s"]
         if self.is_main:
             atomic_write_json(self.out / "config.json", self.config_json)
             if self.s.resume:
                 atomic_write_text(self.out / "metrics.jsonl",
                                   "".join(_metrics_line(r, row) for r in self.runs for row in r["rows"]))
+        return spent
 
     def _train_config(self, run, cap):
         s = self.s
@@ -433,9 +441,6 @@ def run_comparison(settings: CompareSettings, *, results_root="results", log_pre
     created_group = not _group_exists()
     try:
         c = _Comparison(settings, results_root, _stderr(log_prefix), command, repo)
-        c.plan_steps()
-        c.record()
-        c.restore()
         finished = c.train_all()
         code = 0 if finished else 130
         if not c.is_main:

@@ -1,5 +1,7 @@
 """The models an experiment compares: zoo configs read by name or path and
-fitted to the task (its vocabulary and sequence length)."""
+fitted to the task (its vocabulary and sequence length), and the TMM
+ablation's variants (``models/ablation/tmm-<variant>.json``: the
+``tmm-cpu-small`` block with one change of the mixer)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +11,12 @@ import tmm.models
 
 from .errors import SettingsError
 
-__all__ = ["read_config", "fit_to_task", "labels_for", "config_names", "build_model", "mixer_config"]
+__all__ = ["read_config", "fit_to_task", "labels_for", "config_names", "build_model", "mixer_config",
+           "ABLATION_VARIANTS", "ablation_variants", "ablation_configs"]
+
+# The documented variants, in the order of docs/experiments.md; any other
+# file in models/ablation/ is a variant too (by its name without "tmm-").
+ABLATION_VARIANTS = ("heads4", "flat", "heads16", "kernel8", "expanded", "frozen", "masked")
 
 
 def config_names(archs: str, configs=None, suffix: str = "cpu-small") -> list:
@@ -19,6 +26,32 @@ def config_names(archs: str, configs=None, suffix: str = "cpu-small") -> list:
     if not names:
         raise SettingsError("no architectures given (--archs or --configs)")
     return names
+
+
+def _ablation_folder() -> Path:
+    folder = tmm.models.models_dir()
+    return (folder / "ablation") if folder is not None else Path("models") / "ablation"
+
+
+def ablation_variants() -> list:
+    """The variants models/ablation/ holds: the documented ones first, in their order, then the others."""
+    found = sorted(p.stem[len("tmm-"):] for p in _ablation_folder().glob("tmm-*.json"))
+    return [v for v in ABLATION_VARIANTS if v in found] + [v for v in found if v not in ABLATION_VARIANTS]
+
+
+def ablation_configs(variants=None) -> list:
+    """The config paths of ``variants`` (names, a comma-separated string, or
+    None / "all": :data:`ABLATION_VARIANTS`)."""
+    if variants is None or variants == "all":
+        variants = ABLATION_VARIANTS
+    elif isinstance(variants, str):
+        variants = [v.strip() for v in variants.split(",") if v.strip()]
+    have = ablation_variants()
+    unknown = [v for v in variants if v not in have]
+    if unknown or not variants:
+        raise SettingsError(f"--ablation: no variant {', '.join(unknown) or '(none given)'} in {_ablation_folder()} "
+                            f"(variants: {', '.join(have)})")
+    return [str(_ablation_folder() / f"tmm-{v}.json") for v in variants]
 
 
 def read_config(name_or_path) -> tuple:
