@@ -21,7 +21,7 @@ order).
 Checkpoints (``checkpoint_dir`` and ``checkpoint_every``): every N steps and
 at the end, rank 0 writes the model, the optimizer, the step, every RNG
 state (Python, NumPy, torch, the task's data stream) and the metrics so far
-with :mod:`tmm.checkpointing` (crash-safe). With ``resume=True`` training
+with :mod:`tmm.train_checkpoints` (crash-safe). With ``resume=True`` training
 continues from the newest checkpoint there; on the CPU the continued run is
 bitwise the uninterrupted one (same losses, same parameters). Restored rows
 are in the result but are not passed to ``log`` again.
@@ -76,7 +76,7 @@ from typing import Callable, Optional
 
 import torch
 
-from . import checkpointing
+from . import train_checkpoints
 from .progress import Progress
 
 __all__ = ["TrainConfig", "TrainResult", "NonFiniteError", "train", "evaluate", "flops_per_token"]
@@ -101,7 +101,7 @@ class TrainConfig:
     progress: bool = True  # a progress bar on stderr
     desc: str = ""  # the progress bar's label
     nan_guard: bool = True  # stop at the first non-finite loss, gradient or updated parameter
-    checkpoint_dir: Optional[str] = None  # where training checkpoints go (tmm.checkpointing)
+    checkpoint_dir: Optional[str] = None  # where training checkpoints go (tmm.train_checkpoints)
     checkpoint_every: int = 0  # steps between checkpoints (and one at the end); 0 = none
     checkpoint_keep: int = 2  # checkpoints kept (the newest ones)
     resume: bool = False  # continue from checkpoint_dir's newest checkpoint, if there is one
@@ -216,7 +216,7 @@ def _check_resumable(path, saved, cfg):
         if (list(a) if isinstance(a, (list, tuple)) else a) != (list(b) if isinstance(b, (list, tuple)) else b):
             diff.append(f"{k}: checkpoint {a!r}, this run {b!r}")
     if diff:
-        raise checkpointing.CheckpointError(
+        raise train_checkpoints.CheckpointError(
             f"resume: {path} was written by a run with other settings ({'; '.join(diff)})"
         )
 
@@ -295,11 +295,11 @@ class _Training:
 
     def _resume(self):
         """Loads the newest checkpoint, if any; returns the time the run had already taken."""
-        path = checkpointing.latest(self.cfg.checkpoint_dir)
+        path = train_checkpoints.latest(self.cfg.checkpoint_dir)
         if path is None:
             return 0.0
-        _check_resumable(path, checkpointing.read_state(path).get("train_config") or {}, self.cfg)
-        saved = checkpointing.load(path, self.model, self.opt, {"data": self.gen})
+        _check_resumable(path, train_checkpoints.read_state(path).get("train_config") or {}, self.cfg)
+        saved = train_checkpoints.load(path, self.model, self.opt, {"data": self.gen})
         self.step_count = self.resumed_from = saved["step"]
         self.rows, self.losses = saved["rows"], saved["losses"]
         self.loss_sum, self.loss_n = saved["loss_sum"], saved["loss_n"]
@@ -439,7 +439,7 @@ class _Training:
             "stopped_early": self.stopped,
             "world_size": self.world,
         }
-        checkpointing.save(self.cfg.checkpoint_dir, self.step_count, self.model, self.opt, state,
+        train_checkpoints.save(self.cfg.checkpoint_dir, self.step_count, self.model, self.opt, state,
                            {"data": self.gen}, keep=self.cfg.checkpoint_keep)
 
     def due(self, every):
@@ -465,7 +465,7 @@ def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] =
     """Trains `model` on `task` for cfg.steps steps (or until cfg.time_budget_s);
     returns a :class:`TrainResult`. Raises :class:`NonFiniteError` when the
     numerical guard finds a NaN or an infinity, and
-    :class:`tmm.checkpointing.CheckpointError` when ``resume`` finds a
+    :class:`tmm.train_checkpoints.CheckpointError` when ``resume`` finds a
     checkpoint that does not fit this model or these settings."""
     _check_config(cfg)
     run = _Training(model, task, cfg, log)

@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 
 import tmm.models
 import tmm.tasks
-from tmm import checkpointing
+from tmm import train_checkpoints
 from tmm.tasks import IGNORE_INDEX, Task
 from tmm.train import TrainConfig, train
 
@@ -128,8 +128,8 @@ def test_compare_under_torchrun(tmp_path):
     model = tiny_tmm(task)
     ref = train(model, task, TrainConfig(steps=6, batch_size=4, warmup=1, eval_every=3, eval_batches=1,
                                          progress=False))
-    state = checkpointing.read_state(checkpointing.latest(out / "checkpoints" / "tmm"))
+    state = train_checkpoints.read_state(train_checkpoints.latest(out / "checkpoints" / "tmm"))
     assert state["world_size"] == WORLD and state["losses"] == pytest.approx(ref.losses, rel=RTOL)
-    final = tmm.models.load(checkpointing.latest(out / "checkpoints" / "tmm"))
+    final = tmm.models.load(train_checkpoints.latest(out / "checkpoints" / "tmm"))
     for (name, p), (_, q) in zip(model.named_parameters(), final.named_parameters()):
         assert_close(q, p, name, atol(1e-3, 6))

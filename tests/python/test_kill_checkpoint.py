@@ -23,7 +23,7 @@ import torch
 
 import tmm.models
 import tmm.tasks
-from tmm import checkpointing
+from tmm import train_checkpoints
 from tmm.train import TrainConfig, _optimizer, train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def argv(out, checkpoint_every):
 
 
 def latest_step(ckpt):
-    path = checkpointing.latest(ckpt)
+    path = train_checkpoints.latest(ckpt)
     return -1 if path is None else int(path.name.split("-")[1])
 
 
@@ -124,20 +124,20 @@ def wait_for_progress(zygote, log_path, ckpt, before, timeout=60):
 def check_loadable(ckpt):
     """Loads every checkpoint left in `ckpt` up to the one `latest` names;
     returns (latest step or None, whether a write was cut short)."""
-    path = checkpointing.latest(ckpt)  # raises if `latest` names a missing or incomplete folder
+    path = train_checkpoints.latest(ckpt)  # raises if `latest` names a missing or incomplete folder
     if path is None:
         return None, any(p.name.startswith(".") for p in ckpt.iterdir()) if ckpt.is_dir() else False
-    step = checkpointing.read_state(path)["step"]
-    kept = [s for s in checkpointing.list_steps(ckpt) if s <= step]
+    step = train_checkpoints.read_state(path)["step"]
+    kept = [s for s in train_checkpoints.list_steps(ckpt) if s <= step]
     # keep=2, plus one when the kill came between moving `latest` and deleting the oldest
     assert kept[-1] == step and len(kept) <= 3, kept
     for s in kept:
-        model = tmm.models.load(ckpt / checkpointing.step_dir_name(s))
+        model = tmm.models.load(ckpt / train_checkpoints.step_dir_name(s))
         opt = _optimizer(model, TrainConfig())
-        state = checkpointing.load(ckpt / checkpointing.step_dir_name(s), model, opt,
+        state = train_checkpoints.load(ckpt / train_checkpoints.step_dir_name(s), model, opt,
                                    {"data": torch.Generator()})
         assert state["step"] == s and len(state["losses"]) == s
-    cut = any(p.name.startswith(".") for p in ckpt.iterdir()) or any(s > step for s in checkpointing.list_steps(ckpt))
+    cut = any(p.name.startswith(".") for p in ckpt.iterdir()) or any(s > step for s in train_checkpoints.list_steps(ckpt))
     return step, cut
 
 
@@ -174,8 +174,8 @@ def test_sigkill_at_random_moments_never_breaks_a_checkpoint(tmp_path, restore_t
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, Path(log_path).read_text()
     finally:
         zygote.close()
-    assert checkpointing.latest(ckpt).name == checkpointing.step_dir_name(STEPS)
-    state = checkpointing.read_state(checkpointing.latest(ckpt))
+    assert train_checkpoints.latest(ckpt).name == train_checkpoints.step_dir_name(STEPS)
+    state = train_checkpoints.read_state(train_checkpoints.latest(ckpt))
 
     # The uninterrupted run, in this process: compare.py's settings for this command line.
     torch.set_num_threads(1)
@@ -190,7 +190,7 @@ def test_sigkill_at_random_moments_never_breaks_a_checkpoint(tmp_path, restore_t
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(0, STEPS + 1, 10))  # each row once
     assert [r["eval_loss"] for r in rows] == [r["eval_loss"] for r in ref.rows]
-    final = tmm.models.load(checkpointing.latest(ckpt))
+    final = tmm.models.load(train_checkpoints.latest(ckpt))
     for (name, a), (_, b) in zip(model.named_parameters(), final.named_parameters()):
         assert torch.equal(a, b), name
     print(f"kills: {KILLS}, latest step after each: {steps_seen}, kills inside a checkpoint write: {cut_writes}")

@@ -1,4 +1,4 @@
-"""Training checkpoints and resume (tmm.checkpointing, tmm.train, and the
+"""Training checkpoints and resume (tmm.train_checkpoints, tmm.train, and the
 comparison driver's resume, scripts/compare.py --resume): an interrupted
 run continued from its checkpoint is bitwise the uninterrupted one on the CPU."""
 import json
@@ -9,7 +9,7 @@ import torch
 
 import tmm.models
 import tmm.tasks
-from tmm import checkpointing
+from tmm import train_checkpoints
 from tmm.experiments import compare
 from tmm.experiments.compare import CompareSettings, run_comparison
 from tmm.experiments.errors import SettingsError
@@ -59,7 +59,7 @@ def test_resume_is_bitwise_the_uninterrupted_run(arch, tmp_path, restore_threads
     model = tiny_model(arch, task)
     with pytest.raises(Interrupt):
         train(model, task, tcfg(checkpoint_dir=str(ckpt), checkpoint_every=6), log=interrupt_at(8))
-    assert checkpointing.latest(ckpt).name == "step-00000006"
+    assert train_checkpoints.latest(ckpt).name == "step-00000006"
 
     model = tiny_model(arch, task)  # a fresh process would start from a fresh model
     torch.manual_seed(123)  # and other global RNG states: restored from the checkpoint
@@ -79,10 +79,10 @@ def test_checkpoint_folder_layout_and_pruning(tmp_path, restore_threads):
     ckpt = tmp_path / "ckpt"
     res = train(model, task, tcfg(steps=5, checkpoint_dir=str(ckpt), checkpoint_every=1, checkpoint_keep=2))
     assert sorted(p.name for p in ckpt.iterdir()) == ["latest", "step-00000004", "step-00000005"]
-    path = checkpointing.latest(ckpt)
+    path = train_checkpoints.latest(ckpt)
     assert path.name == "step-00000005"
-    assert sorted(p.name for p in path.iterdir()) == sorted(checkpointing._FILES)
-    state = checkpointing.read_state(path)
+    assert sorted(p.name for p in path.iterdir()) == sorted(train_checkpoints._FILES)
+    state = train_checkpoints.read_state(path)
     assert state["step"] == 5 and state["losses"] == res.losses and state["rows"] == res.rows
     # The model half is an ordinary checkpoint.
     same = tmm.models.load(path)
@@ -98,13 +98,13 @@ def test_resume_refuses_other_settings_or_model(tmp_path, restore_threads):
     task = tmm.tasks.make("copy", n=4)
     ckpt = tmp_path / "ckpt"
     train(tiny_model("tmm", task), task, tcfg(steps=2, checkpoint_dir=str(ckpt), checkpoint_every=1))
-    with pytest.raises(checkpointing.CheckpointError, match=r"lr: checkpoint 0\.003, this run 0\.001"):
+    with pytest.raises(train_checkpoints.CheckpointError, match=r"lr: checkpoint 0\.003, this run 0\.001"):
         train(tiny_model("tmm", task), task, tcfg(steps=2, lr=1e-3, checkpoint_dir=str(ckpt), resume=True))
-    with pytest.raises(checkpointing.CheckpointError, match="arch: checkpoint 'tmm', model 'transformer'"):
+    with pytest.raises(train_checkpoints.CheckpointError, match="arch: checkpoint 'tmm', model 'transformer'"):
         train(tiny_model("transformer", task), task, tcfg(steps=2, checkpoint_dir=str(ckpt), resume=True))
     (ckpt / "latest").write_text("step-00000099\n")
-    with pytest.raises(checkpointing.CheckpointError, match="step-00000099, which lacks config.json"):
-        checkpointing.latest(ckpt)
+    with pytest.raises(train_checkpoints.CheckpointError, match="step-00000099, which lacks config.json"):
+        train_checkpoints.latest(ckpt)
     with pytest.raises(ValueError, match="checkpoint_every=1 needs checkpoint_dir"):
         train(tiny_model("tmm", task), task, tcfg(steps=2, checkpoint_every=1))
 
@@ -151,7 +151,7 @@ def test_compare_resume_continues_the_same_folder(tmp_path, restore_threads, mon
     assert [s["status"] for s in summary["runs"]] == ["done", "done"]
     config = json.loads((broken / "config.json").read_text())
     assert len(config["resumed"]) == 1 and "finished" in config
-    ckpt = checkpointing.latest(broken / "checkpoints" / "transformer")
+    ckpt = train_checkpoints.latest(broken / "checkpoints" / "transformer")
     assert ckpt.name == "step-00000010"
     final = tmm.models.load(ckpt)
     torch.manual_seed(0)  # the whole run's transformer, retrained to compare parameters

@@ -60,7 +60,7 @@ import torch
 
 import tmm.models
 import tmm.tasks
-from tmm import checkpointing
+from tmm import train_checkpoints
 from tmm.bench import provenance
 from tmm.bench.report import fresh_folder
 from tmm.files import atomic_write_json, atomic_write_text
@@ -330,9 +330,9 @@ class _Comparison:
         spent = {r["label"]: 0.0 for r in self.runs}
         if self.s.resume:
             for r in self.runs:
-                path = checkpointing.latest(self.ckpt_dirs[r["label"]])
+                path = train_checkpoints.latest(self.ckpt_dirs[r["label"]])
                 if path is not None:
-                    state = checkpointing.read_state(path)
+                    state = train_checkpoints.read_state(path)
                     r["rows"], spent[r["label"]] = list(state["rows"]), state["total_s"]
         if self.is_main:
             atomic_write_json(self.out / "config.json", self.config_json)

@@ -3,7 +3,7 @@ import json
 import os
 
 from .. import models
-from . import files, llama, mamba2, native
+from . import llama, mamba2, model_files, native
 from ._errors import unsupported
 from ._transformers import require_transformers
 
@@ -51,9 +51,9 @@ def from_pretrained(path, max_len=None, device=None, dtype=None):
     comes in float32 on the CPU unless ``device`` / ``dtype`` say otherwise;
     ``model.save(dir)`` then writes a checkpoint the C++ side loads.
     A config tmm cannot compute is a ValueError naming the key."""
-    path = files.model_dir(path)
-    raw = files.read_config(path)
-    where = f"tmm.hf.from_pretrained('{path}'): {files.CONFIG}"  # errors about its keys
+    path = model_files.model_dir(path)
+    raw = model_files.read_config(path)
+    where = f"tmm.hf.from_pretrained('{path}'): {model_files.CONFIG}"  # errors about its keys
     model_type = raw.get("model_type")
     if model_type is None and "arch" in raw:  # a tmm checkpoint (model.save, C++ save_checkpoint)
         return models.load(path, device=device, dtype=dtype)
@@ -63,13 +63,13 @@ def from_pretrained(path, max_len=None, device=None, dtype=None):
             raise ValueError(f"tmm.hf.from_pretrained: max_len={max_len} applies to Llama and Mamba2 imports; a "
                              f"{model_type} model's max_len is its config's (it sizes the weights)")
         model = models.build(config)
-        model.load_state_dict(files.read_weights(path))
+        model.load_state_dict(model_files.read_weights(path))
     elif model_type in _HF_ARCHS:
         module = _HF_ARCHS[model_type]
         config = module.tmm_config(_read_hf_config(module, path, raw, where), raw, where, max_len)
         model = models.build(config)
         weights_where = f"tmm.hf.from_pretrained('{path}'): the weights"
-        _load_weights(model, module.hf_names(model.config), files.read_weights(path), weights_where)
+        _load_weights(model, module.hf_names(model.config), model_files.read_weights(path), weights_where)
     else:
         known = sorted(_HF_ARCHS) + sorted(native.ARCHITECTURES)
         unsupported(where, "model_type", model_type, f"one of {known}")
@@ -96,11 +96,11 @@ def save_pretrained(model, path, tokenizer=None):
         hf_config = module.hf_config(config)
         hf_config.dtype = str(state["embed.weight"].dtype).removeprefix("torch.")
         tensors = {theirs: state[ours] for ours, theirs in module.hf_names(config).items()}
-        files.write(path, hf_config.to_json_string(), tensors, {"format": "pt"}, tokenizer)
+        model_files.write(path, hf_config.to_json_string(), tensors, {"format": "pt"}, tokenizer)
     elif arch in native.ARCHITECTURES:
         version = _tmm_version()
         text = json.dumps(native.hf_config(dict(config), version), indent=2) + "\n"
-        files.write(path, text, state, {"format": "pt", "arch": arch, "tmm_version": version}, tokenizer)
+        model_files.write(path, text, state, {"format": "pt", "arch": arch, "tmm_version": version}, tokenizer)
     else:
         raise ValueError(f"save_pretrained: arch \"{arch}\" has no HF layout (known: "
                          f"{sorted(_TMM_TO_HF) + sorted(native.ARCHITECTURES)})")
@@ -113,11 +113,11 @@ def convert(hf_path, out_dir, max_len=None):
     Returns the model."""
     model = from_pretrained(hf_path, max_len=max_len)
     model.save(out_dir)
-    tokenizer = files.model_dir(hf_path) / files.TOKENIZER
+    tokenizer = model_files.model_dir(hf_path) / model_files.TOKENIZER
     if tokenizer.is_file():
         from ..files import atomic_write_bytes
 
-        atomic_write_bytes(os.path.join(out_dir, files.TOKENIZER), tokenizer.read_bytes())
+        atomic_write_bytes(os.path.join(out_dir, model_files.TOKENIZER), tokenizer.read_bytes())
     return model
 
 

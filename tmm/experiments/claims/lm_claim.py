@@ -23,7 +23,7 @@ verdicts.
 """
 from __future__ import annotations
 
-from tmm import checkpointing
+from tmm import train_checkpoints
 
 from .models import lm_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, mean_range, pooled_table, \
@@ -62,7 +62,7 @@ def long_run_checkpoint(suite, label: str, seed: int = 0):
     """The newest checkpoint of ``label``'s long run (for the retention and operator-index claims), or None."""
     folder = suite.root / "lm" / "long" / label / f"seed{seed}" / "checkpoints"
     runs = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-    return checkpointing.latest(runs[0]) if len(runs) == 1 else None
+    return train_checkpoints.latest(runs[0]) if len(runs) == 1 else None
 
 
 def run(suite) -> ClaimResult:

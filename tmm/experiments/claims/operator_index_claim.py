@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from tmm import checkpointing
+from tmm import train_checkpoints
 
 from .. import operator_index
 from . import lm_claim
@@ -33,7 +33,7 @@ def _sources(suite) -> dict:
     found = {}
     for label in MODELS:
         folder = suite.root / "copy" / f"n{s.copy_ns[0]}" / "seed0" / "checkpoints" / label
-        path = checkpointing.latest(folder) if folder.is_dir() else None
+        path = train_checkpoints.latest(folder) if folder.is_dir() else None
         if path is not None:
             found[f"copy-{label}"] = ("causal", path)
     path = lm_claim.long_run_checkpoint(suite, "tmm")
