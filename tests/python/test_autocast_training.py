@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 
 import tmm.models
-from tmm.nn import (CausalToeplitz, HyenaFilter, HyenaOperator, Mamba2Mixer, RMSNorm, SequenceModel, ShortConv,
-                    TMMBlock, ToeplitzMixer)
+from tmm.nn import (CausalToeplitz, HyenaFilter, HyenaOperator, Mamba2Mixer, MixerBlock, RMSNorm, SequenceModel,
+                    ShortConv, ToeplitzMixer)
 from tmm.testing import assert_grads_close, rel_err, step_tolerance
 
 DTYPES = [torch.bfloat16, torch.float16]
@@ -46,8 +46,8 @@ LAYERS = {  # every drop-in layer (d 8, length 11), each ToeplitzMixer variant
     "toeplitz_expanded": lambda: ToeplitzMixer(8, 12, heads=2, expanded=True, mixer_dropout=0.0),
     "toeplitz_frozen": lambda: ToeplitzMixer(8, 12, heads=2, frozen=True),
     "toeplitz_masked": lambda: ToeplitzMixer(8, 12, heads=2, masked=True),
-    "tmm_block": lambda: TMMBlock(8, 12, heads=2),
-    "tmm_block_rmsnorm": lambda: TMMBlock(8, 12, heads=2, norm="rmsnorm"),
+    "tmm_block": lambda: MixerBlock(8, 12, heads=2),
+    "tmm_block_rmsnorm": lambda: MixerBlock(8, 12, heads=2, norm="rmsnorm"),
     "hyena": lambda: HyenaOperator(8, 12, filter_order=8),
     "hyena_no_modulation": lambda: HyenaOperator(8, 12, filter_order=8, modulate=False),
     "hyena_filter": lambda: HyenaFilter(8, 12, filter_order=8),

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from tmm.nn import HyenaOperator, Mamba2Mixer, SequenceModel, TMMBlock, ToeplitzMixer
+from tmm.nn import HyenaOperator, Mamba2Mixer, MixerBlock, SequenceModel, ToeplitzMixer
 from tmm.testing import rel_err, tolerance
 
 LAYERS = {
@@ -18,7 +18,7 @@ LAYERS = {
     # with heads: a flat frozen mixer has no parameters to differentiate
     "toeplitz_frozen": lambda **kw: ToeplitzMixer(8, 12, heads=2, frozen=True, **kw),
     "toeplitz_masked": lambda **kw: ToeplitzMixer(8, 12, heads=2, masked=True, **kw),
-    "tmm_block": lambda **kw: TMMBlock(8, 12, heads=2, norm="rmsnorm", **kw),
+    "tmm_block": lambda **kw: MixerBlock(8, 12, heads=2, norm="rmsnorm", **kw),
     "hyena": lambda **kw: HyenaOperator(8, 12, filter_order=8, **kw),
     "mamba2": lambda **kw: Mamba2Mixer(8, d_state=4, headdim=4, ngroups=2, chunk_size=5, **kw),
 }

@@ -1,4 +1,4 @@
-"""tmm.nn.ToeplitzMixer, TMMBlock and SequenceModel against the C++ TMM
+"""tmm.nn.ToeplitzMixer, MixerBlock and SequenceModel against the C++ TMM
 holding the same parameters (every mixer variant; forward, backward and
 decoding), and the PyTorch machinery a plain module must support."""
 import pytest
@@ -6,7 +6,7 @@ import torch
 from torch.nn import functional as F
 
 import tmm
-from tmm.nn import SequenceModel, TMMBlock, ToeplitzMixer
+from tmm.nn import MixerBlock, SequenceModel, ToeplitzMixer
 from tmm.testing import rel_err
 
 # The issue's parity bounds (max|a-e|/max|e|): one rounding of the same computation.
@@ -164,7 +164,7 @@ def test_factory_arguments_and_errors():
     with pytest.raises(ValueError, match="exceeds max_len"):
         m(torch.randn(2, 17, 8, dtype=torch.float64))
     with pytest.raises(ValueError, match="block_order"):
-        TMMBlock(8, 16, block_order="sideways")
+        MixerBlock(8, 16, block_order="sideways")
 
 
 def test_odd_tiny_empty_and_noncontiguous_inputs():

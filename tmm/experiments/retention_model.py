@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..nn import CausalToeplitz, SequenceModel, TMMBlock, ToeplitzMixer
+from ..nn import CausalToeplitz, MixerBlock, SequenceModel, ToeplitzMixer
 from ..tasks import IGNORE_INDEX, Task
 
 __all__ = ["DECODER_MODES", "BottleneckDecoder", "UnrollBottleneck", "MaskedMixerDecoder", "Autoencoder",
@@ -140,7 +140,7 @@ class UnrollBottleneck(nn.Module):
 class MaskedMixerDecoder(nn.Module):
     """B x d_in -> B x seq_len x vocab logits, the authors' information
     decoder: :class:`UnrollBottleneck` to width ``d`` (default d_in, as
-    theirs), ``layers`` masked-mixer blocks (tmm.nn.TMMBlock around a flat
+    theirs), ``layers`` masked-mixer blocks (tmm.nn.MixerBlock around a flat
     ``ToeplitzMixer(masked=True)``: a learned lower-triangular seq_len x
     seq_len matrix plus a per-position bias; mixer first, GELU FFN of 4 d,
     LayerNorm, as their MixerBlock), no final norm, and a Linear head without
@@ -158,7 +158,7 @@ class MaskedMixerDecoder(nn.Module):
         self.seq_len = seq_len
         self.bottleneck = UnrollBottleneck(d_in, seq_len, d)
         self.blocks = nn.ModuleList(
-            TMMBlock(d, mixer=ToeplitzMixer(d, seq_len, masked=True), activation="gelu", block_order="mixer_first",
+            MixerBlock(d, mixer=ToeplitzMixer(d, seq_len, masked=True), activation="gelu", block_order="mixer_first",
                      init="torch", registration="mixer_first")
             for _ in range(layers))
         self.head = nn.Linear(d, vocab_size, bias=False)

@@ -129,7 +129,7 @@ class CppNode(nn.Module):
         raise RuntimeError(
             f"{what} on '{self._cpp_prefix}' is not supported: it is a part of a C++ model, whose forward runs "
             "in C++ and would never call the hook. Register hooks on the whole model, or build the model from "
-            "the drop-in layers of tmm.nn (SequenceModel.from_config(model.config), ToeplitzMixer, TMMBlock, "
+            "the drop-in layers of tmm.nn (SequenceModel.from_config(model.config), ToeplitzMixer, MixerBlock, "
             "HyenaOperator, Mamba2Mixer; docs/interop.md), plain "
             "Python modules on which hooks, functional_call and parametrizations work"
         )

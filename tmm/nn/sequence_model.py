@@ -1,5 +1,5 @@
 """A language model around any token mixer, in the manner of Zoology: an
-embedding, n_layers TMMBlocks (a mixer and an FFN, each pre-norm residual),
+embedding, n_layers MixerBlocks (a mixer and an FFN, each pre-norm residual),
 an optional final norm and a linear head. With a ToeplitzMixer it is the
 zoo's TMM in plain Python, with the same tensor names (``from_config``)."""
 import importlib
@@ -14,7 +14,7 @@ from ..models._mirror import LMOutput, ModelConfig, shifted_labels
 from .layers import (NORMS, choice, make_linear, make_norm, positive, reset_linear, reset_linear_normal,
                      reset_linear_torch)
 from .hyena import HyenaOperator
-from .tmm_block import INITS, SAFARI_STD, TMMBlock
+from .mixer_block import INITS, SAFARI_STD, MixerBlock
 from .toeplitz_mixer import ToeplitzMixer
 
 
@@ -89,20 +89,20 @@ MIXER_CONFIG_DEFAULTS = {"mixer_kwargs": {}, "ffn_mult": 4, "activation": "silu"
 
 
 class SequenceModel(nn.Module):
-    """embed -> n_layers x TMMBlock(mixer_factory(d_model, ...)) -> [final
+    """embed -> n_layers x MixerBlock(mixer_factory(d_model, ...)) -> [final
     norm] -> head: B x L int64 token ids -> logits B x L x V.
 
     ``mixer_factory``: a callable or import path building one mixer module
     (B x L x d -> B x L x d) per layer: called as ``factory(d_model,
     **mixer_kwargs)`` plus ``max_len`` / ``l_max`` / ``seq_len``,
     ``layer_idx``, ``device``, ``dtype`` where its signature names them.
-    The block options are TMMBlock's; the defaults are the zoo TMM's (FFN
+    The block options are MixerBlock's; the defaults are the zoo TMM's (FFN
     first, LayerNorm, no final norm, untied head); Zoology's layout is
     ``block_order="mixer_first", final_norm=True``. ``init`` (with the
-    FFN's, TMMBlock's choices) is the embedding's and head's too: "kaiming"
+    FFN's, MixerBlock's choices) is the embedding's and head's too: "kaiming"
     (TMM's: embedding N(0, 1), or N(0, 2/d) when tied, Kaiming head),
     "scaled" (as kaiming), "torch" (torch's defaults: Hyena's), "safari"
-    (N(0, 0.02^2) embedding and head). ``registration``: TMMBlock's (the
+    (N(0, 0.02^2) embedding and head). ``registration``: MixerBlock's (the
     zoo Hyena registers each block's mixer first). Names: embed.weight,
     blocks.<i>.{ffn_norm, ffn_in, ffn_out, mixer_norm, mixer}.*,
     final_norm.* (with final_norm), head.weight (absent when tied).
@@ -131,7 +131,7 @@ class SequenceModel(nn.Module):
         kw = {"device": device, "dtype": dtype}
         self.embed = nn.Embedding(vocab_size, d_model, **kw)
         self.blocks = nn.ModuleList(
-            TMMBlock(d_model, mixer=build_mixer(factory, d_model, max_len, i, mixer_kwargs or {}, n_layers=n_layers,
+            MixerBlock(d_model, mixer=build_mixer(factory, d_model, max_len, i, mixer_kwargs or {}, n_layers=n_layers,
                                                 **kw),
                      ffn_mult=ffn_mult, activation=activation, block_order=block_order, norm=norm,
                      dropout=dropout, init=init, n_layers=max(n_layers, 1), registration=registration, **kw)

@@ -1,6 +1,7 @@
-"""TMM's block as a plain nn.Module: x += FFN(norm(x)); x += Mixer(norm(x))
-(feed-forward first by default), the C++ TMMBlock's mathematics and names
-(ffn_norm, ffn_in, ffn_out, mixer_norm, mixer, drop)."""
+"""A pre-norm residual block around any token mixer, as a plain nn.Module:
+x += FFN(norm(x)); x += Mixer(norm(x)) (feed-forward first by default), the
+C++ TMMBlock's mathematics and names (ffn_norm, ffn_in, ffn_out, mixer_norm,
+mixer, drop); its default mixer is TMM's ToeplitzMixer."""
 import torch
 from torch import nn
 
@@ -17,7 +18,7 @@ INITS = ("kaiming", "scaled", "torch", "safari")
 SAFARI_STD = 0.02
 
 
-class TMMBlock(nn.Module):
+class MixerBlock(nn.Module):
     """A pre-norm residual block around a token mixer (B x L x d -> same).
 
     The mixer is a :class:`ToeplitzMixer` built from ``max_len`` and
@@ -37,27 +38,27 @@ class TMMBlock(nn.Module):
                  block_order="ffn_first", norm="layernorm", dropout=0.0, init="kaiming", n_layers=1,
                  registration="ffn_first", device=None, dtype=None, **mixer_kwargs):
         super().__init__()
-        positive("TMMBlock", d_model=d_model, ffn_mult=ffn_mult)
-        self.activation = choice("TMMBlock", "activation", activation, tuple(ACTIVATIONS))
-        self.block_order = choice("TMMBlock", "block_order", block_order, BLOCK_ORDERS)
-        choice("TMMBlock", "norm", norm, NORMS)
-        self.init = choice("TMMBlock", "init", init, INITS)
-        choice("TMMBlock", "registration", registration, BLOCK_ORDERS)
-        positive("TMMBlock", n_layers=n_layers)
+        positive("MixerBlock", d_model=d_model, ffn_mult=ffn_mult)
+        self.activation = choice("MixerBlock", "activation", activation, tuple(ACTIVATIONS))
+        self.block_order = choice("MixerBlock", "block_order", block_order, BLOCK_ORDERS)
+        choice("MixerBlock", "norm", norm, NORMS)
+        self.init = choice("MixerBlock", "init", init, INITS)
+        choice("MixerBlock", "registration", registration, BLOCK_ORDERS)
+        positive("MixerBlock", n_layers=n_layers)
         self.n_layers = n_layers
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"TMMBlock: dropout must be in [0, 1), got {dropout!r}")
+            raise ValueError(f"MixerBlock: dropout must be in [0, 1), got {dropout!r}")
         if mixer is None:
             if max_len is None:
-                raise ValueError("TMMBlock: give max_len (for its ToeplitzMixer) or a mixer module")
+                raise ValueError("MixerBlock: give max_len (for its ToeplitzMixer) or a mixer module")
             if init in ("kaiming", "scaled"):  # the block's TMM init reaches its ToeplitzMixer
                 mixer_kwargs = {"init": init, "n_layers": n_layers, **mixer_kwargs}
             mixer = ToeplitzMixer(d_model, max_len, device=device, dtype=dtype, **mixer_kwargs)
         elif mixer_kwargs:
-            raise ValueError(f"TMMBlock: {', '.join(sorted(mixer_kwargs))} configure the ToeplitzMixer; "
+            raise ValueError(f"MixerBlock: {', '.join(sorted(mixer_kwargs))} configure the ToeplitzMixer; "
                              "a given mixer module takes no such arguments")
         elif not isinstance(mixer, nn.Module):
-            raise TypeError(f"TMMBlock: mixer must be an nn.Module, got {type(mixer).__name__}")
+            raise TypeError(f"MixerBlock: mixer must be an nn.Module, got {type(mixer).__name__}")
         kw = {"device": device, "dtype": dtype}
         # Registration order is the C++ block's (TMMBlock's or HyenaBlock's).
         if registration == "mixer_first":
@@ -107,14 +108,14 @@ class TMMBlock(nn.Module):
             y = y[0]
         if not hasattr(y, "shape") or y.shape != h.shape:
             got = tuple(y.shape) if hasattr(y, "shape") else type(y).__name__
-            raise ValueError(f"TMMBlock: the mixer {type(self.mixer).__name__} must map B x L x d to the same "
+            raise ValueError(f"MixerBlock: the mixer {type(self.mixer).__name__} must map B x L x d to the same "
                              f"shape {tuple(h.shape)}, got {got}")
         return y
 
     def start_decoding(self, batch, capacity):
         """The mixer's decoding state (the FFN and norms act per position)."""
         if not hasattr(self.mixer, "start_decoding"):
-            raise TypeError(f"TMMBlock: the mixer {type(self.mixer).__name__} has no start_decoding/step")
+            raise TypeError(f"MixerBlock: the mixer {type(self.mixer).__name__} has no start_decoding/step")
         return self.mixer.start_decoding(batch, capacity)
 
     def step(self, x, state):
