@@ -50,6 +50,22 @@ def torch_requirement():
         )
 
 
+def runtime_requirements():
+    """requirements-runtime.txt: what the package imports at run time besides torch."""
+    lines = (ROOT / "requirements-runtime.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+# Optional parts, each imported lazily; a missing one is an ImportError naming its extra.
+EXTRAS = {
+    "plots": ["matplotlib>=3.8"],            # the PNG plots of the benchmarks and experiments
+    "hf": ["transformers>=4.46"],            # reading a Llama or Mamba2 config.json (tmm.hf)
+    "bpe": ["tokenizers>=0.19"],             # training a BPE (tmm.text.train_bpe)
+    "parquet": ["pyarrow>=14"],              # Parquet corpora (tmm.tasks)
+}
+EXTRAS["all"] = sorted({r for reqs in EXTRAS.values() for r in reqs})
+
+
 def tool(name):
     """cmake or ninja: the pip package's binary when installed (it may not be on
     PATH outside an activated environment), else the one on PATH."""
@@ -153,6 +169,7 @@ setup(
     cmdclass={"build_ext": CMakeBuild, "build_py": BuildPyWithConfigs, "build_scripts": BuildLauncher},
     options={"build": {"build_base": f"{BUILD_DIR}/setuptools"}},
     python_requires=">=3.9",
-    install_requires=[torch_requirement()],
+    install_requires=[torch_requirement(), *runtime_requirements()],
+    extras_require=EXTRAS,
     zip_safe=False,
 )

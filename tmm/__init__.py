@@ -5,6 +5,11 @@ operators under ``torch.ops.tmm``; ``tmm.ops`` and ``tmm.nn`` wrap them.
 ``tmm.models`` holds the C++ model zoo as ``torch.nn.Module`` objects;
 ``tmm.text`` the tokenizers.
 
+The other public submodules (``tmm.hf``, ``tmm.train``, ``tmm.tasks``,
+``tmm.experiments``, ...) are attributes too, imported on first use, so that
+``import tmm`` stays light and ``tmm.hf.from_pretrained`` works without
+``import tmm.hf``.
+
 The pure-Python parts (``tmm.testing``, ``tmm.bench``, ``tmm.files``) also
 work from a source tree whose native module is not built (a machine that
 builds only libtmm_torch, like the GPU check): there ``import tmm`` succeeds,
@@ -16,6 +21,8 @@ import importlib
 import torch
 
 _NATIVE = ("io", "models", "nn", "ops", "text", "_C", "__version__", "with_cuda")
+# Imported on first attribute access (PEP 562): their dependencies load only when used.
+_LAZY = ("analysis", "bench", "experiments", "files", "hf", "progress", "tasks", "testing", "train", "train_checkpoints")
 
 
 def _missing(error):
@@ -50,11 +57,14 @@ else:
         __version__ = _build_info.version
         with_cuda = _build_info.with_cuda
 
-__all__ = ["io", "ops", "nn", "models", "text", "__version__", "with_cuda"]
+__all__ = ["io", "ops", "nn", "models", "text", "__version__", "with_cuda"]  # the lazy ones stay lazy under *
 
 
 def __getattr__(name):
-    """Only reached for names not set above: the native parts, when tmm._C is not built."""
+    """Only reached for names not set above: the lazy submodules, and the
+    native parts when tmm._C is not built."""
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")  # also sets the attribute
     if name in _NATIVE and _native_error is not None:
         what = "the native module tmm._C is" if name == "_C" else f"tmm.{name} needs the native module tmm._C, which is"
         raise ImportError(
@@ -62,3 +72,7 @@ def __getattr__(name):
             "pip install --no-build-isolation . (tmm.testing, tmm.bench and tmm.files work without it)"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_LAZY))

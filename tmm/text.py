@@ -56,7 +56,7 @@ def train_bpe_json(files_or_iterator, vocab_size, *, special_tokens=("<|endoftex
         from tokenizers import Tokenizer as HFTokenizer
         from tokenizers import decoders, models, pre_tokenizers, trainers
     except ImportError:
-        raise ImportError("train_bpe needs the `tokenizers` package (pip install tokenizers)") from None
+        raise ImportError("train_bpe needs the `tokenizers` package (pip install tokenizers, or tmm's extra: tmm[bpe])") from None
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(alphabet) + len(special_tokens):

@@ -84,8 +84,12 @@ class LiveJson:
         self.flush()
 
 
+NO_PLOTS = "no plots: matplotlib is not installed (pip install matplotlib, or tmm's extra: tmm[plots])"
+
+
 def pyplot():
-    """matplotlib.pyplot on the Agg backend, or None where matplotlib is missing."""
+    """matplotlib.pyplot on the Agg backend, or None where matplotlib is
+    missing (callers then note NO_PLOTS)."""
     try:
         import matplotlib
 

@@ -62,7 +62,7 @@ import tmm.models
 import tmm.tasks
 from tmm import train_checkpoints
 from tmm.bench import provenance
-from tmm.bench.report import fresh_folder
+from tmm.bench.report import NO_PLOTS, fresh_folder
 from tmm.files import atomic_write_json, atomic_write_text
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
@@ -410,7 +410,7 @@ class _Comparison:
     def finish(self, exit_code):
         """Plots, summary and the finished config.json (rank 0)."""
         if not self.s.no_plots and not write_plots(self.out, self.runs, self.task):
-            self.notes.append("no plots: matplotlib is not installed")
+            self.notes.append(NO_PLOTS)
         total = time.monotonic() - self.t_begin
         self.notes.append(f"total wall time {total:.0f} s (timing, builds, training, evaluation, plots)")
         summaries, v, notes = write_summary(self.out, self.runs, self.task, self.meta(), self.notes)

@@ -61,7 +61,7 @@ import torch
 
 import tmm.models
 import tmm.tasks
-from tmm.bench.report import fresh_folder
+from tmm.bench.report import NO_PLOTS, fresh_folder
 from tmm.train import NonFiniteError, TrainConfig, train
 
 from .budget import EvenShares
@@ -299,7 +299,7 @@ def run_retention(settings: RetentionSettings, *, results_root="results",
                 write_report(out, s, task, results, notes)
                 write_plots(out, results, s.modes)
     if not write_plots(out, results, s.modes):
-        notes.append("no plots: matplotlib is not installed")
+        notes.append(NO_PLOTS)
     notes.append(f"total wall time {time.monotonic() - t0:.0f} s")
     rows, verdicts = write_report(out, s, task, results, notes)
     return RetentionResult(out, rows, verdicts, markdown(rows), notes)

@@ -6,7 +6,7 @@ def require_transformers(what):
         import transformers
     except ImportError as e:
         raise ImportError(
-            f"{what} needs the HuggingFace transformers package (pip install transformers), "
+            f"{what} needs the HuggingFace transformers package (pip install transformers, or tmm's extra: tmm[hf]), "
             f"which is not installed: {e}"
         ) from None
     return transformers

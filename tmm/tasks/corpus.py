@@ -113,7 +113,7 @@ def _parquet_texts(path: Path):
         import pyarrow.parquet as pq
     except ImportError:
         raise ImportError(
-            f"reading '{path}' needs pyarrow (pip install pyarrow), which is not installed; "
+            f"reading '{path}' needs pyarrow (pip install pyarrow, or tmm's extra: tmm[parquet]), which is not installed; "
             "or convert it to JSONL (one {\"text\": ...} object per line)"
         ) from None
     f = pq.ParquetFile(path)
