@@ -13,7 +13,7 @@ APT_PACKAGES="cmake g++ ninja-build ccache nlohmann-json3-dev catch2 bible-kjv b
 # hashes it for nvcc), so build/ and pip's build-pip/ share their objects.
 export CCACHE_BASEDIR="$REPO" CCACHE_NOHASHDIR=1
 
-log() { printf '\033[1m[tmm]\033[0m %s\n' "$*" >&2; }
+log() { printf '\033[1m[tmm %4ds]\033[0m %s\n' "$SECONDS" "$*" >&2; }  # seconds since the script started
 
 ensure_system_packages() {
   local missing=()
@@ -32,13 +32,13 @@ ensure_system_packages() {
 }
 
 # Uses the active virtual environment when it has torch; otherwise creates or
-# reuses one keyed by the hash of requirements.txt.
+# reuses one keyed by the hash of requirements.txt and requirements-runtime.txt.
 ensure_python() {
   if [ -n "${VIRTUAL_ENV:-}" ] && python -c "import torch" 2>/dev/null; then
     PYTHON="$(command -v python)"
   else
     local key venv
-    key="$(sha256sum "$REPO/requirements.txt" | cut -c1-12)"
+    key="$(cat "$REPO/requirements.txt" "$REPO/requirements-runtime.txt" | sha256sum | cut -c1-12)"
     venv="$TMM_CACHE/venv-$key"
     if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
       log "creating the Python environment $venv (torch and friends; takes a few minutes once)"
@@ -55,20 +55,31 @@ ensure_python() {
   export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 }
 
+# The local wheelhouse of tests/python/test_pip_install.py, whose fresh venv
+# installs with no package index (scripts/wheelhouse.py says what it holds).
+ensure_wheelhouse() {
+  TMM_WHEELHOUSE="$("$PYTHON" "$REPO/scripts/wheelhouse.py" "$TMM_CACHE")"
+  export TMM_WHEELHOUSE
+}
+
 # Configures once and builds incrementally into build/, placing the Python
-# module in tmm/ so that the checkout imports as the package.
+# module in tmm/ so that the checkout imports as the package. The sanitized
+# flavour's targets are defined there too, built only by test.sh --sanitize.
+TMM_SANITIZERS="address,undefined"
 build_tmm() {
   local torch_cmake
   torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
   # Portable kernels unless TMM_NATIVE_ARCH=ON is asked for; a build folder
   # configured otherwise (e.g. by an older checkout) is configured again.
   local native="${TMM_NATIVE_ARCH:-OFF}"
-  if [ ! -f "$REPO/build/build.ninja" ] || ! grep -qx "TMM_NATIVE_ARCH:BOOL=$native" "$REPO/build/CMakeCache.txt"; then
+  if [ ! -f "$REPO/build/build.ninja" ] || ! grep -qx "TMM_NATIVE_ARCH:BOOL=$native" "$REPO/build/CMakeCache.txt" \
+     || ! grep -qx "TMM_SANITIZE:STRING=$TMM_SANITIZERS" "$REPO/build/CMakeCache.txt"; then
     log "configuring build/ (TMM_NATIVE_ARCH=$native)"
     cmake -S "$REPO" -B "$REPO/build" -G Ninja \
       -DCMAKE_PREFIX_PATH="$torch_cmake" \
       -DPython3_EXECUTABLE="$PYTHON" \
       -DTMM_NATIVE_ARCH="$native" \
+      -DTMM_SANITIZE="$TMM_SANITIZERS" \
       -DTMM_PYTHON_OUTPUT_DIR="$REPO/tmm" >"$REPO/build.log" 2>&1 || { cat "$REPO/build.log"; exit 1; }
   fi
   log "building (ccache: ${CCACHE_DIR:-$HOME/.cache/ccache})"

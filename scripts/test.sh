@@ -2,43 +2,36 @@
 # Sets up everything (system packages, Python environment, build) and runs
 # all tests: the C++ tests through CTest, then the Python tests through pytest.
 #
-#   scripts/test.sh --sanitize   instead: the C++ library and its Catch2 tests
-#                                built with AddressSanitizer and UBSan in
-#                                build-asan/ (no CUDA, no Python module) and run
-#                                there; any sanitizer report fails the run.
+#   scripts/test.sh --sanitize   instead: the C++ tests linked against the
+#                                library's sanitized flavour (AddressSanitizer
+#                                + UBSan on the code that handles raw memory;
+#                                CMakeLists.txt says which), built in build/
+#                                beside the plain one, and run; any sanitizer
+#                                report fails the run.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 
 if [ "${1:-}" = "--sanitize" ]; then
   shift
-  ensure_system_packages
-  ensure_python
+  setup_all
   cd "$REPO"
   # Any report stops the process with a non-zero exit. The tests link the
   # non-instrumented libtorch, so only tmm's own code is checked for memory
   # errors; leaks are reported wherever they are allocated (lsan.supp holds
-  # any suppressions, none at present). These are also set while building:
-  # catch_discover_tests runs tmm_tests then.
+  # any suppressions, none at present).
   export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
   export LSAN_OPTIONS="suppressions=$REPO/tests/sanitizers/lsan.supp:print_suppressions=0"
-  if [ ! -f build-asan/build.ninja ]; then
-    log "configuring build-asan/ (TMM_SANITIZE=address,undefined)"
-    torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-    mkdir -p build-asan
-    cmake -S "$REPO" -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 \
-      -DCMAKE_PREFIX_PATH="$torch_cmake" -DTMM_WITH_CUDA=OFF -DTMM_BUILD_PYTHON=OFF -DTMM_BUILD_CLI=OFF -DTMM_BUILD_TESTS=ON \
-      -DTMM_SANITIZE=address,undefined >build-asan/configure.log 2>&1 || { cat build-asan/configure.log; exit 1; }
-  fi
-  log "building build-asan/"
-  cmake --build build-asan -j "$(nproc)"
+  log "building tmm_tests_sanitized (TMM_SANITIZE=$TMM_SANITIZERS)"
+  cmake --build build --target tmm_tests_sanitized -j "$(nproc)"
   # All the C++ tests (seconds: the heavy lifting is in libtorch, which is
   # not instrumented); extra arguments go to Catch2, e.g. a tag: "[fuzz]".
   log "C++ tests under AddressSanitizer + UBSan"
-  build-asan/tests/cpp/tmm_tests "$@"
+  build/tests/cpp/tmm_tests_sanitized "$@"
   exit
 fi
 
 setup_all
+ensure_wheelhouse  # for tests/python/test_pip_install.py
 cd "$REPO"
 log "C++ tests (ctest)"
 ctest --test-dir build --output-on-failure -j 2
