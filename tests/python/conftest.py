@@ -12,11 +12,17 @@ Options (the GPU check, scripts/gpu_check.py, runs the op tests with them):
   --records FILE      one JSON line per test outcome, appended and flushed as
                       each test ends (a killed run leaves the finished ones).
   --deadline EPOCH    tests that would start later are skipped ("deadline").
+
+No silent skips (issue 22): skip reasons are printed (-rs, pyproject.toml),
+and a skip is allowed only where EXPECTED_SKIPS names its reason and the
+reason holds on this machine (no GPU, say); any other skip fails the run,
+listed at the end.
 """
 
 import importlib.util
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -31,6 +37,32 @@ TOLERANCE = testing.TOLERANCE
 rel_err = testing.rel_err
 KERNEL_PATHS = {"cpu": ("direct", "fft"), "cuda": ("cufft", "fused")}
 _RECORDS_FILE = [None]  # --records, set in pytest_configure (reports do not carry the config)
+
+# The skips a green run may contain: (reason, a full match of the skip's
+# message, whether it is expected on this machine). Nothing else may skip:
+# a missing test dependency or an unbuilt binary is a failure, not a skip.
+_NO_GPU = not torch.cuda.is_available()
+EXPECTED_SKIPS = (
+    ("GPU-only case, no CUDA device here",
+     r"CUDA not available on this machine|no CUDA device|(load\(device='cuda'\) )?needs a CUDA device", _NO_GPU),
+    ("the AVX2 fallback test needs a CPU without AVX-512",
+     r"needs an x86-64 dispatched build on a CPU without AVX-512 .*", True),
+    ("--deadline passed (the GPU check's time limit)", r"deadline", None),  # None: when --deadline is given
+)
+_UNEXPECTED_SKIPS = []
+_CONFIG = [None]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _UNEXPECTED_SKIPS:
+        terminalreporter.section("unexpected skips (not in conftest.EXPECTED_SKIPS): the run fails", red=True)
+        for line in _UNEXPECTED_SKIPS:
+            terminalreporter.line(line)
+
+
+def pytest_sessionfinish(session):
+    if _UNEXPECTED_SKIPS and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_addoption(parser):
@@ -50,6 +82,7 @@ def pytest_configure(config):
     if config.getoption("device") == "cuda" and not torch.cuda.is_available():
         raise pytest.UsageError("--device cuda: torch.cuda.is_available() is False on this machine")
     _RECORDS_FILE[0] = config.getoption("records")
+    _CONFIG[0] = config
 
 
 def pytest_generate_tests(metafunc):
@@ -63,15 +96,38 @@ def pytest_runtest_setup(item):
         pytest.skip("deadline")
 
 
+def _skip_message(report):
+    if isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    return str(report.longrepr)
+
+
+def _check_skip(report, config):
+    if report.outcome != "skipped" or hasattr(report, "wasxfail"):
+        return
+    message = _skip_message(report)
+    for _, pattern, expected in EXPECTED_SKIPS:
+        if expected is None:
+            expected = config.getoption("deadline") is not None
+        if expected and re.fullmatch(pattern, message):
+            return
+    _UNEXPECTED_SKIPS.append(f"{report.nodeid}: {message}")
+
+
+def pytest_collectreport(report):
+    _check_skip(report, _CONFIG[0])  # a module-level skip (importorskip) while collecting
+
+
 def pytest_runtest_logreport(report):
     """--records: the outcome of each test once it is known (a failed or
-    skipped setup, the call, a failed teardown)."""
+    skipped setup, the call, a failed teardown). Also notes unexpected skips."""
+    _check_skip(report, _CONFIG[0])
     path = _RECORDS_FILE[0]
     if not path or not (report.when == "call" or report.outcome != "passed"):
         return
     message = ""
-    if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
-        message = str(report.longrepr[2]).removeprefix("Skipped: ")
+    if report.outcome == "skipped":
+        message = _skip_message(report)
     elif report.outcome == "failed":
         message = str(report.longrepr)[-2000:]
     line = dict(test=report.nodeid, when=report.when, outcome=report.outcome,
