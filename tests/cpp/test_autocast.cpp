@@ -16,6 +16,7 @@
 #include <tmm/ops.h>
 
 #include "naive_reference.h"
+#include "repo_paths.h"
 #include "skip.h"
 #include "tolerances.h"
 
@@ -88,7 +89,7 @@ void check_op(c10::DeviceType device, at::ScalarType dtype, bool backward_inside
 // norm gradient cannot hide behind a large one.
 void check_tiny_tmm(c10::DeviceType device, at::ScalarType dtype) {
   std::ostringstream config;
-  config << std::ifstream(TMM_MODELS_DIR "/tmm-tiny.json").rdbuf();
+  config << std::ifstream(tmm_test::models_dir() + "/tmm-tiny.json").rdbuf();
   auto model = tmm::models::build_model(config.str());
   model->to(device);
   const at::Tensor ids = at::randint(model->vocab_size(), {2, 24}, at::TensorOptions(at::kLong).device(device));

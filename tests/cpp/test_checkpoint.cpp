@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "repo_paths.h"
 #include "tmm/io/safetensors.h"
 #include "tmm/models/checkpoint.h"
 #include "tmm/models/language_model.h"
@@ -68,7 +69,7 @@ void write_text(const std::string& p, const std::string& s) { std::ofstream(p, s
 
 // The tiny TMM, its tensors moved off their initial values.
 std::shared_ptr<LanguageModel> tiny_model() {
-  auto model = tmm::models::build_model(read_text(std::string(TMM_MODELS_DIR) + "/tmm-tiny.json"));
+  auto model = tmm::models::build_model(read_text(tmm_test::models_dir() + "/tmm-tiny.json"));
   torch::NoGradGuard no_grad;
   for (auto& p : model->parameters()) p.add_(at::randn_like(p) * 0.01);
   return model;

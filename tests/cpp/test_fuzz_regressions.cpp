@@ -26,11 +26,13 @@
 #include <tmm/text/tokenizer.h>
 #include <tmm/tmm.h>
 
+#include "repo_paths.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kFuzzDir = fs::path(TMM_MODELS_DIR).parent_path() / "tests" / "fuzz";
+const fs::path kFuzzDir = fs::path(tmm_test::models_dir()).parent_path() / "tests" / "fuzz";
 
 // The input files of one fuzz target under `kinds` ("regressions", "corpus"),
 // sorted, README files left out.

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/nn/modules/linear.h>
 
+#include "repo_paths.h"
 #include "tmm/models/hyena.h"
 
 namespace {
@@ -313,7 +314,7 @@ TEST_CASE("Hyena parameters: names, shapes, counts, tying", "[hyena]") {
 
   for (const char* name : {"hyena-tiny.json", "hyena-cpu-small.json"}) {
     INFO(name);
-    auto m = tmm::models::build_model(read_text(std::string(TMM_MODELS_DIR) + "/" + name));
+    auto m = tmm::models::build_model(read_text(tmm_test::models_dir() + "/" + name));
     const auto& c = dynamic_cast<HyenaModel&>(*m).config();
     CHECK(m->parameter_count() == expected_parameters(c));
   }

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "repo_paths.h"
 #include "tmm/models/transformer.h"
 
 namespace {
@@ -290,7 +291,7 @@ TEST_CASE("Transformer parameters: names, shapes, counts of the zoo's configs", 
       {"transformer-paper.json", 75'317'760}};
   for (const auto& [file, count] : expected_count) {
     INFO("config " << file);
-    const std::string text = read_file(std::string(TMM_MODELS_DIR) + "/" + file);
+    const std::string text = read_file(tmm_test::models_dir() + "/" + file);
     const auto resolved = nlohmann::json::parse(tmm::models::TransformerConfig::from_json_text(text).to_json_text());
     CHECK(expected_parameters(resolved) == count);
     if (file != "transformer-paper.json") CHECK(build_model(text)->parameter_count() == count);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/optim/adamw.h>
 
+#include "repo_paths.h"
 #include "tmm/models/language_model.h"
 
 namespace {
@@ -25,12 +26,12 @@ using tmm::models::build_model;
 // which can shadow libstdc++'s and crash (seen with remove_all).
 std::vector<std::string> tiny_configs() {
   std::vector<std::string> paths;
-  DIR* dir = opendir(TMM_MODELS_DIR);
+  DIR* dir = opendir(tmm_test::models_dir().c_str());
   REQUIRE(dir != nullptr);
   while (const dirent* e = readdir(dir)) {
     const std::string name = e->d_name;
     if (name.size() > 10 && name.substr(name.size() - 10) == "-tiny.json")
-      paths.push_back(std::string(TMM_MODELS_DIR) + "/" + name);
+      paths.push_back(tmm_test::models_dir() + "/" + name);
   }
   closedir(dir);
   std::sort(paths.begin(), paths.end());

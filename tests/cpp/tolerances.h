@@ -1,5 +1,5 @@
-// The project's one tolerance table, tmm/tolerances.json (CMake passes its
-// path as TMM_TOLERANCES_JSON), and its metric: max|actual - expected| /
+// The project's one tolerance table, tmm/tolerances.json (its path from
+// repo_paths.h), and its metric: max|actual - expected| /
 // max|expected| against a float64 reference computed from the same
 // (rounded) inputs. The Python tests read the same file.
 #pragma once
@@ -14,13 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "naive_reference.h"
+#include "repo_paths.h"
 
 namespace tolerances {
 
 inline double entry(const std::string& key) {
   static const std::map<std::string, double> table = [] {
-    std::ifstream in(TMM_TOLERANCES_JSON);
-    if (!in) throw std::runtime_error(std::string("cannot read ") + TMM_TOLERANCES_JSON);
+    std::ifstream in(tmm_test::tolerances_json());
+    if (!in) throw std::runtime_error("cannot read " + tmm_test::tolerances_json());
     const nlohmann::json doc = nlohmann::json::parse(in);
     std::map<std::string, double> t;
     for (const auto& [key, value] : doc.items()) {
@@ -29,7 +30,7 @@ inline double entry(const std::string& key) {
     return t;
   }();
   const auto it = table.find(key);
-  if (it == table.end()) throw std::runtime_error("no entry " + key + " in " + TMM_TOLERANCES_JSON);
+  if (it == table.end()) throw std::runtime_error("no entry " + key + " in " + tmm_test::tolerances_json());
   return it->second;
 }
 
