@@ -51,21 +51,37 @@ steps only (evaluation excluded, so that curves against wall-clock compare
 the architectures' training speed); ``train_loss`` is the mean training loss
 since the previous row.
 
-FLOPs estimate (:func:`flops_per_token`): ``6 * N`` per trained token, N the
-number of parameters (forward 2N, backward 4N; embeddings included, which
-overcounts them slightly), plus each architecture's sequence-mixing term,
-times 3 for forward + backward:
-  - transformer: ``2 * n_layers * L * d`` (Kaplan et al. 2020: QK^T and AV,
-    the causal mask not discounted);
-  - tmm, hyena: the FFT long convolution, ``3 FFTs of length 2L`` at
-    ``2.5 * 2L * log2(2L)`` flops each per channel, per token
-    ``15 * log2(2L) * channels`` (tmm: d channels; hyena: d channels, plus
-    its implicit filter MLP, which runs once per sequence and is ignored);
-  - mamba2: the chunked SSD scan, per token about
-    ``2 * Q * (N + P) * H + 4 * d_inner * N`` (intra-chunk scores and
-    outputs over a chunk of Q, plus the state updates and read-outs).
+FLOPs estimate (:func:`flops_per_token`), per trained token, forward +
+backward (3x the forward):
+  - ``6 * P``, P the parameters applied to every token as weights (forward
+    2P, backward 4P): every parameter except the input embedding (a lookup;
+    a tied table is counted once, as the output head) and TMM's Toeplitz
+    vectors and masked matrices (counted in the mixing term). Norms, biases
+    and Hyena's filter MLP (run at every position of a sequence) are counted
+    like weights;
+  - plus ``3 * n_layers`` times each architecture's sequence-mixing forward
+    FLOPs per token:
+  - transformer: ``4 * keys * n_heads * head_dim``, keys the mean number of
+    positions a query attends to (``(L + 1) / 2`` for full causal attention,
+    fewer with a window): a multiply-add per key and channel in Q K^T and
+    in A V;
+  - tmm, hyena: the FFT long convolution (``tmm.ops.causal_toeplitz``,
+    transform size ``n = max(4, next_pow2(2L - 1))``), a real FFT at
+    ``2.5 * n * log2(n)`` FLOPs: per sequence one forward and one inverse
+    transform per channel (d) plus one per kernel vector (tmm: heads x
+    kernel taps, twice for the ``expanded`` mixer; hyena: one filter per
+    channel), over L tokens; the pointwise products are left out, like
+    every elementwise operation. TMM's ``masked`` mixer is a dense causal
+    matrix instead: ``(L + 1) * d``;
+  - mamba2: the chunked SSD scan (chunks of ``Q = min(chunk_size, L)``),
+    per token ``2 * Q * (ngroups * d_state + d_inner)`` inside the chunk
+    (the scores C B^T, shared by the heads of a group, and their product
+    with x over every head) plus ``4 * d_inner * d_state`` (each chunk's
+    state and its read-out); the chunks' state passing, O(L / Q) per token,
+    is left out.
 It is an estimate for comparing architectures at one scale, not a count of
-what the kernels execute.
+what the kernels execute; tests/python/test_flops.py checks it against a
+count taken from each model's own layer shapes.
 """
 from __future__ import annotations
 
@@ -141,6 +157,20 @@ class NonFiniteError(RuntimeError):
         self.tensor = tensor
 
 
+def _rfft_flops(L: int) -> float:
+    """One real FFT of the causal convolution's transform size (docs/ops.md:
+    n = max(4, the next power of two >= 2L - 1)), at half a complex FFT's
+    5 n log2 n FLOPs."""
+    n = max(4, 1 << max(2 * L - 2, 0).bit_length())
+    return 2.5 * n * math.log2(n)
+
+
+def _mean_attended(L: int, window: int) -> float:
+    """The mean number of keys a causal query attends to: min(t + 1, window) averaged over t < L."""
+    w = window if 0 < window < L else L
+    return (w * (w + 1) / 2 + (L - w) * w) / L
+
+
 def flops_per_token(config: dict, num_params: int, seq_len: int) -> float:
     """Estimated training FLOPs per token (forward + backward); see the module
     docstring for the formula."""
@@ -148,20 +178,35 @@ def flops_per_token(config: dict, num_params: int, seq_len: int) -> float:
     d = int(config.get("d_model", 0))
     layers = int(config.get("n_layers", 0))
     L = int(seq_len)
+    weights = num_params
+    if not config.get("tie_embeddings") and "vocab_size" in config:
+        weights -= int(config["vocab_size"]) * d  # the input embedding: a lookup, no FLOPs
+    mix = 0.0
     if arch == "transformer":
-        mix = 2.0 * L * d
-    elif arch in ("tmm", "hyena"):
-        mix = 15.0 * math.log2(2 * L) * d
+        heads = int(config["n_heads"])
+        head_dim = int(config.get("head_dim") or d // heads)
+        mix = 4.0 * _mean_attended(L, int(config.get("window") or 0)) * heads * head_dim
+    elif arch == "tmm":
+        mixer = config.get("mixer", "toeplitz")
+        G, K = int(config.get("heads", 0)) or 1, int(config.get("kernel", 1))
+        N = int(config.get("max_len", L))
+        if mixer == "masked":  # a full lower-triangular N x N matrix (and bias) per head
+            vectors = G * N * N + G * N
+            mix = (L + 1.0) * d
+        else:
+            n_mix = 2 if mixer == "expanded" else 1
+            vectors = 0 if mixer == "frozen" else n_mix * (G * K * N + G * N)  # frozen: buffers, not parameters
+            mix = n_mix * (2 * d + G * K) * _rfft_flops(L) / L
+        weights -= layers * vectors
+    elif arch == "hyena":
+        mix = 3 * d * _rfft_flops(L) / L  # one filter per channel
     elif arch == "mamba2":
         d_inner = int(config.get("expand", 2)) * d
-        P = int(config.get("headdim", 64))
         N = int(config.get("d_state", 64))
+        G = int(config.get("ngroups", 1))
         Q = min(int(config.get("chunk_size", 64)), L)
-        H = max(d_inner // max(P, 1), 1)
-        mix = 2.0 * Q * (N + P) * H + 4.0 * d_inner * N
-    else:
-        mix = 0.0
-    return 6.0 * num_params + 3.0 * layers * mix
+        mix = 2.0 * Q * (G * N + d_inner) + 4.0 * d_inner * N
+    return 6.0 * weights + 3.0 * layers * mix
 
 
 def _lr_at(step, cfg):

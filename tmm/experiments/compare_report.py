@@ -117,8 +117,9 @@ def write_summary(out, runs, task, meta, notes):
         "",
         f"**Verdict:** {v}",
         "",
-        "Train wall s: time in training steps (evaluation excluded). Est. FLOPs: 6 x parameters x tokens "
-        "plus a sequence-mixing term (tmm.train.flops_per_token).",
+        "Train wall s: time in training steps (evaluation excluded). Est. FLOPs: 6 x the parameters applied to "
+        "every token (the embedding lookup left out) x tokens, plus a sequence-mixing term "
+        "(tmm.train.flops_per_token).",
     ]
     all_notes = list(notes) + [f"{s['arch']}: {s['note']}" for s in summaries if s["note"]]
     if all_notes:
