@@ -1,6 +1,7 @@
 """tmm.analysis.fredholm: winding numbers and Fredholm indices of Toeplitz
 symbols on known kernels, robustness near zero, the model analysis, and its
-driver (tmm.experiments.operator_index, scripts/fredholm.py).
+driver (tmm.experiments.operator_index, scripts/fredholm.py) with the
+initial vectors it compares trained ones against.
 
 Convention under test (module docstring): y = T x, T[t, s] = w[t - s];
 phi(z) = sum_k w_k z^-k; index = winding(phi) = -(zeros of sum_k w_k z^k
@@ -193,6 +194,33 @@ def test_operator_index_driver(tmp_path):
         operator_index.analyse(config="transformer-tiny")
     with pytest.raises(SettingsError, match="exactly one"):
         operator_index.analyse()
+    with pytest.raises(SettingsError, match="exactly one"):
+        operator_index.analyse(config="tmm-tiny", initial=tmp_path)
+
+
+def test_initial_vectors_are_saved_and_movement_ignores_scale(tmp_path):
+    torch.manual_seed(0)
+    model = tmm.models.build("tmm-tiny")
+    assert operator_index.save_initial_vectors(model, tmp_path) == tmp_path / operator_index.INITIAL_VECTORS
+    start = operator_index.analyse(initial=tmp_path)
+    assert start.config == model.config and start.summary["vectors"] == 2 * 4
+    model.save(tmp_path / "ckpt")
+    now = operator_index.analyse(checkpoint=str(tmp_path / "ckpt"))
+    assert operator_index.movement(now, start) == pytest.approx(0.0, abs=1e-7)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("mixer.weight"):
+                p.mul_(0.5)  # weight decay's shrinking: no index changes, no movement
+    model.save(tmp_path / "ckpt")
+    assert operator_index.movement(operator_index.analyse(checkpoint=str(tmp_path / "ckpt")), start) \
+        == pytest.approx(0.0, abs=1e-7)
+    turned = [dict(r, w=torch.roll(r["w"], 1)) for r in start.results]  # a shift of a random vector: ~orthogonal
+    assert operator_index.movement(operator_index.OperatorIndexReport("t", {}, {}, 0, turned, {}), start) > 0.5
+    assert operator_index.save_initial_vectors(tmm.models.build("transformer-tiny"), tmp_path / "t") is None
+    assert operator_index.save_initial_vectors(tmm.models.build({**model.config, "mixer": "masked"}),
+                                               tmp_path / "m") is None
+    with pytest.raises(SettingsError, match="no initial Toeplitz vectors"):
+        operator_index.analyse(initial=tmp_path / "m")
 
 
 def test_fredholm_script_command_line(tmp_path):

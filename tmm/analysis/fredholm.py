@@ -170,7 +170,8 @@ def winding_number(w, points=None, rel_tol=DEFAULT_REL_TOL, refine=True):
     }
 
 
-_MIXER_KEY = re.compile(r"^blocks\.(\d+)\.mixer\.(weight2?)$")
+# The state-dict names of a TMM's Toeplitz vectors (group 1: the layer, group 2: the parameter).
+MIXER_KEY = re.compile(r"^blocks\.(\d+)\.mixer\.(weight2?)$")
 
 
 def analyse_model(model, points=None, rel_tol=DEFAULT_REL_TOL):
@@ -204,7 +205,7 @@ def analyse_model(model, points=None, rel_tol=DEFAULT_REL_TOL):
     state = model.state_dict() if hasattr(model, "state_dict") else dict(model)
     found = []
     for key, tensor in state.items():
-        match = _MIXER_KEY.match(key)
+        match = MIXER_KEY.match(key)
         if match:
             found.append((int(match.group(1)), match.group(2), tensor))
     if not found:

@@ -66,7 +66,7 @@ from tmm.bench.report import NO_PLOTS, fresh_folder
 from tmm.files import atomic_write_json, atomic_write_text
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
-from . import budget, distributed
+from . import budget, distributed, operator_index
 from .compare_report import summary_text, write_plots, write_summary
 from .errors import SettingsError
 from .model_configs import (ablation_configs, build_model, config_names, fit_to_task, labels_for, mixer_config,
@@ -360,6 +360,10 @@ class _Comparison:
 
         torch.manual_seed(self.s.seed)
         model = build_model(run["config"]).to(self.device)
+        ckpt = self.ckpt_dirs[run["label"]]
+        if self.is_main and self.s.checkpoint_every and not (ckpt / operator_index.INITIAL_VECTORS).is_file():
+            # the starting point, so that the operator-index analysis can tell whether training moved the vectors
+            operator_index.save_initial_vectors(model, ckpt)
         run["status"] = "running"
         try:
             res = train(model, self.task, self._train_config(run, cap), log=log)

@@ -17,6 +17,11 @@ index -1; a kernel dominated by its lag-0 tap has index 0. Rows flagged
 number is reported but not reliable. An untrained model's vectors are
 Kaiming-normal (i.i.d. Gaussian taps): such random polynomials have about
 half their zeros inside the disk, so expect indices near -n/2 before training.
+
+How far training moved the vectors (:func:`movement`) needs their initial
+values: :func:`save_initial_vectors` writes them (a few KB) before training
+(tmm.experiments.compare and retention do, beside their checkpoints), and
+``analyse(initial=folder)`` analyses them.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import collections
 import dataclasses
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Optional
 
@@ -32,16 +38,19 @@ import torch
 import tmm.models
 from tmm.analysis import fredholm
 from tmm.files import atomic_write_text
+from tmm.io import safetensors
 
 from .errors import SettingsError
 
-__all__ = ["CONVENTION", "OperatorIndexReport", "analyse", "default_out", "format_table", "summarise"]
+__all__ = ["CONVENTION", "INITIAL_VECTORS", "OperatorIndexReport", "analyse", "default_out", "format_table",
+           "movement", "save_initial_vectors", "summarise"]
 
 CONVENTION = (
     "y = T x with T[t, s] = w[t - s] (lower triangular, multiplying from the left); "
     "phi(z) = sum_k w_k z^(-k) on |z| = 1; winding = phase change of phi(e^{i theta}) over theta in [0, 2 pi] / 2 pi; "
     "Fredholm index = -winding(sum_k w_k z^k) = +winding(phi). One-step shift: winding -1, index -1."
 )
+INITIAL_VECTORS = "initial_toeplitz.safetensors"  # a TMM's Toeplitz vectors before training
 
 
 def format_table(results) -> str:
@@ -122,12 +131,24 @@ class OperatorIndexReport:
         return written
 
 
-def analyse(checkpoint=None, config=None, seed=0, points=None, rel_tol=fredholm.DEFAULT_REL_TOL) -> OperatorIndexReport:
-    """The analysis of a checkpoint folder, or of ``config`` (a zoo name, a
-    JSON path or JSON text) built untrained after ``torch.manual_seed(seed)``.
-    SettingsError unless exactly one is given or when the model is not a TMM."""
-    if (checkpoint is None) == (config is None):
-        raise SettingsError("give exactly one of a checkpoint folder and a config")
+def analyse(checkpoint=None, config=None, seed=0, points=None, rel_tol=fredholm.DEFAULT_REL_TOL,
+            initial=None) -> OperatorIndexReport:
+    """The analysis of a checkpoint folder; of ``config`` (a zoo name, a JSON
+    path or JSON text) built untrained after ``torch.manual_seed(seed)``; or
+    of the initial vectors :func:`save_initial_vectors` wrote into the folder
+    ``initial``. SettingsError unless exactly one is given or when the model
+    is not a TMM."""
+    if sum(x is not None for x in (checkpoint, config, initial)) != 1:
+        raise SettingsError("give exactly one of a checkpoint folder, a config and a folder of initial vectors")
+    if initial is not None:
+        path = Path(initial) / INITIAL_VECTORS
+        if not path.is_file():
+            raise SettingsError(f"{path}: no initial Toeplitz vectors saved there")
+        vectors, meta = safetensors.load_file(path)
+        cfg = json.loads(meta["config"])
+        results = fredholm.analyse_model(vectors, points=points, rel_tol=rel_tol)
+        return OperatorIndexReport(Path(initial).name, {"initial": str(path)}, cfg, rel_tol, results,
+                                   summarise(results))
     if checkpoint is not None:
         model = tmm.models.load(checkpoint)
         source = {"checkpoint": os.path.abspath(checkpoint)}
@@ -142,6 +163,38 @@ def analyse(checkpoint=None, config=None, seed=0, points=None, rel_tol=fredholm.
         raise SettingsError(f"only TMM models have explicit Toeplitz vectors (this is '{cfg.get('arch')}')")
     results = fredholm.analyse_model(model, points=points, rel_tol=rel_tol)
     return OperatorIndexReport(label, source, cfg, rel_tol, results, summarise(results))
+
+
+def save_initial_vectors(model, folder) -> Optional[Path]:
+    """Writes ``model``'s Toeplitz vectors as they are now (call it before
+    training) to ``folder/INITIAL_VECTORS``, with its config; the path, or
+    None for a model without Toeplitz vectors (not a TMM, or the masked mixer)."""
+    cfg = getattr(model, "config", None)
+    if not isinstance(cfg, dict) or cfg.get("arch") != "tmm" or cfg.get("mixer") == "masked":
+        return None
+    vectors = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()
+               if fredholm.MIXER_KEY.match(k)}
+    path = Path(folder) / INITIAL_VECTORS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    safetensors.save_file(vectors, path, {"config": json.dumps(cfg)})
+    return path
+
+
+def movement(trained: OperatorIndexReport, initial: OperatorIndexReport) -> Optional[float]:
+    """How far training turned the vectors: the median over the vectors of
+    the sine of the angle between each trained vector and its initial one
+    (0: the same direction; 1: orthogonal). The index ignores a vector's
+    scale (weight decay shrinks a vector without changing its index), so
+    the angle, not the distance, is what can change it. None without vectors."""
+    start = {(r["layer"], r["param"], r["head"], r["tap"]): r["w"] for r in initial.results if "w" in r}
+    sines = []
+    for r in trained.results:
+        w0 = start.get((r["layer"], r["param"], r["head"], r["tap"])) if "w" in r else None
+        if w0 is None or w0.shape != r["w"].shape:
+            continue
+        cos = float(r["w"] @ w0) / max(float(r["w"].norm() * w0.norm()), 1e-300)
+        sines.append(max(0.0, 1.0 - cos * cos) ** 0.5)
+    return statistics.median(sines) if sines else None
 
 
 def default_out(report: OperatorIndexReport, checkpoint: Optional[str], results_root) -> Path:

@@ -64,6 +64,7 @@ import tmm.tasks
 from tmm.bench.report import NO_PLOTS, fresh_folder
 from tmm.train import NonFiniteError, TrainConfig, train
 
+from . import operator_index
 from .budget import EvenShares
 from .errors import SettingsError
 from .model_configs import config_names, fit_to_task, labels_for, read_config
@@ -113,7 +114,9 @@ class RetentionSettings:
     eval_batches: int = 4  # held-out batches per evaluation during training
     final_eval_batches: int = 16  # held-out batches of the final per-position accuracy
     time_budget_min: Optional[float] = None  # cap on each mode's total training time
-    save_encoders: bool = False  # save each pretrained LM under OUT/encoders/ and each capacity encoder under OUT/capacity-encoders/
+    # save each pretrained LM under OUT/encoders/ and each capacity encoder under OUT/capacity-encoders/ (a TMM's
+    # with its Toeplitz vectors before training: operator_index.INITIAL_VECTORS)
+    save_encoders: bool = False
     threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
     seed: int = 0
     out: Optional[str] = None
@@ -201,6 +204,9 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=
     baseline, whose zero vector is ``baseline_d`` wide where decoder_d is None)."""
     res = {"mode": mode, "arch": label, "decoder_mode": s.mode, "status": "done", "note": None}
     encoder = _encoder(s, mode, label, cfg, task, budget, log, res)
+    saved = s.save_encoders and mode == "capacity" and hasattr(encoder, "save")  # not a Python twin
+    if saved:  # the starting point, so that the operator-index analysis can tell whether training moved the vectors
+        operator_index.save_initial_vectors(encoder, Path(s.out) / "capacity-encoders" / label)
     torch.manual_seed(s.seed + 1)  # the same decoder initialisation for every encoder
     d_in = int(cfg["d_model"]) if cfg else (s.decoder_d or baseline_d or _BASELINE_D)
     model = Autoencoder(encoder, task.vocab_size, task.seq_len, frozen=(mode == "extraction"),
@@ -224,7 +230,7 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=
         res.update(status="stopped", note=out.stopped_early)
     res["position_acc"] = position_accuracy(model, eval_set)
     res["final_acc"] = sum(res["position_acc"]) / len(res["position_acc"])
-    if s.save_encoders and mode == "capacity" and hasattr(model.encoder, "save"):  # not a Python twin
+    if saved:
         model.encoder.save(Path(s.out) / "capacity-encoders" / label)
     return res
 
