@@ -11,7 +11,7 @@ from ...bench.report import markdown_table, pyplot, save_plot
 from ...files import atomic_write_json, atomic_write_text
 from ..formatting import fmt_int
 
-__all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "mean_range", "steps_cell",
+__all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "all_of", "mean_range", "steps_cell",
            "pooled_table", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
 
 CONSISTENT = "consistent"
@@ -36,6 +36,16 @@ class ClaimResult:
     plots: list = dataclasses.field(default_factory=list)  # paths relative to the suite's root
     verdicts: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
+
+
+def all_of(checks: dict) -> str:
+    """The verdict on a statement that must hold against every rival:
+    ``checks`` maps each rival to True / False, or None when it did not run.
+    One rival that ran and contradicts it is enough for NOT_CONSISTENT; a
+    rival that did not run otherwise leaves it UNTESTED."""
+    if any(v is False for v in checks.values()):
+        return NOT_CONSISTENT
+    return UNTESTED if not checks or any(v is None for v in checks.values()) else CONSISTENT
 
 
 def mean_range(pooled, key, nd=3) -> str:

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Optional
 
+from tmm.train import flops_per_token
+
 __all__ = ["ModelResult", "JobResult", "Pooled", "read_compare_job", "over_seeds", "value_at"]
 
 
@@ -35,14 +37,22 @@ JobResult = dict  # label -> ModelResult
 
 
 def read_compare_job(out: Path) -> JobResult:
-    """The results of the comparison in ``out`` (summary.json and metrics.jsonl)."""
+    """The results of the comparison in ``out`` (summary.json, metrics.jsonl
+    and config.json). Each row's ``flops_est`` is recomputed from its tokens
+    with the current estimate (tmm.train.flops_per_token), so that jobs
+    finished before a fix of the formula compare on the same footing."""
     out = Path(out)
     summary = json.loads((out / "summary.json").read_text())
+    record = json.loads((out / "config.json").read_text())
+    per_token = {m["config_name"]: flops_per_token(m["config"], m["params"], record["task"]["seq_len"])
+                 for m in record["models"]}
     rows = {}
     with open(out / "metrics.jsonl") as f:
         for line in f:
             if line.strip():
                 row = json.loads(line)
+                if row["config"] in per_token:
+                    row["flops_est"] = per_token[row["config"]] * row["tokens"]
                 rows.setdefault(row["config"], []).append(row)
     res = {}
     for s in summary["runs"]:

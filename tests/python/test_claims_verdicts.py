@@ -1,0 +1,357 @@
+"""Every verdict rule of the claims suite (tmm.experiments.claims) on results
+made up for the test: each threshold approached from both sides (EPS inside
+and outside, and exactly where the values are exact), ties, and rivals that
+did not run. The rules themselves are in each claim module's docstring."""
+import json
+
+import pytest
+
+import tmm.models
+from tmm.experiments.claims import ablation_claim, copy_claim, lm_claim, mqar_claim, retention_claim
+from tmm.experiments.claims import operator_index_claim as oi_claim
+from tmm.experiments.claims.operator_index_claim import Source
+from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
+from tmm.experiments.claims.results import ModelResult, Pooled, read_compare_job, value_at
+from tmm.train import flops_per_token
+
+C, N, U = CONSISTENT, NOT_CONSISTENT, UNTESTED
+EPS = 1e-6
+
+
+def pooled(label, finals, steps=None, bpb=None):
+    """A Pooled of one run per seed: final accuracies, steps to 0.9 (None: not reached), final bits per byte."""
+    steps = steps or [None] * len(finals)
+    runs = []
+    for i, (acc, st) in enumerate(zip(finals, steps)):
+        rows = [{"step": 10, "tokens": 100, "flops_est": 1e6, "eval_acc": acc, "eval_loss": 1.0,
+                 **({"eval_bpb": bpb[i]} if bpb else {})}]
+        runs.append(ModelResult(label, 100, "done", acc, 1.0, st, rows))
+    return Pooled(label, 100, runs)
+
+
+# -- copy --------------------------------------------------------------------------------------------------
+
+def efficiency(a, b, n_seeds=2):
+    return copy_claim.efficiency(a, b, n_seeds, "tmm", "transformer")[0]
+
+
+def test_copy_efficiency_ratio_threshold():
+    ref = pooled("transformer", [1.0, 1.0], [100, 100])
+    assert copy_claim.RATIO == 1.5
+    assert efficiency(pooled("tmm", [1.0, 1.0], [140, 160]), ref) == C  # 1.5 exactly: "within"
+    assert efficiency(pooled("tmm", [1.0, 1.0], [150, 150 + 2 * 100 * EPS]), ref) == N
+    assert efficiency(pooled("tmm", [1.0, 1.0], [100, 100]), ref) == C  # a tie matches
+    assert efficiency(pooled("tmm", [1.0, 1.0], [50, 50]), ref) == C
+
+
+def test_copy_efficiency_seeds_learned_and_missing_rivals():
+    both, one, none = ([1.0, 1.0], [100, 100]), ([1.0, 0.1], [100, None]), ([0.1, 0.1], [None, None])
+    assert efficiency(pooled("tmm", *both), pooled("transformer", *one)) == C  # more seeds learned
+    assert efficiency(pooled("tmm", *one), pooled("transformer", *both)) == N  # fewer
+    assert efficiency(pooled("tmm", *one), pooled("transformer", *none)) == C  # learned where the other never did
+    assert efficiency(pooled("tmm", *none), pooled("transformer", *one)) == N
+    assert efficiency(pooled("tmm", *one), pooled("transformer", [1.0, 0.1], [50, None])) == N  # as many: ratio 2
+    assert efficiency(pooled("tmm", *none), pooled("transformer", *none)) == U
+    assert efficiency(None, pooled("transformer", *both)) == U
+    assert efficiency(pooled("tmm", *both), None) == U
+
+
+def copy_verdicts(models, n_seeds=1):
+    out = copy_claim.verdicts(models, 256, n_seeds, (32, 128))
+    return {v.claim.split(": ", 1)[1].split(" (")[0]: v.verdict for v in out}
+
+
+STRUGGLE = "Mamba2 and Hyena struggle"
+FROZEN = "frozen Toeplitz vectors make copying fail"
+WIDTH = "a TMM with 1/32 of Hyena's width copies about as efficiently"
+
+
+def test_copy_struggle_thresholds():
+    tmm = pooled("tmm", [1.0], [100])
+    hyena = pooled("hyena", [0.03], [None])  # at chance: struggles
+
+    def with_mamba(acc, steps):
+        return copy_verdicts({"tmm": tmm, "hyena": hyena, "mamba2": pooled("mamba2", [acc], [steps])})[STRUGGLE]
+    assert copy_claim.STRUGGLE_STEPS == 2.0 and copy_claim.STRUGGLE_ACC == 0.1
+    assert with_mamba(1.0, 200) == N  # 2x TMM's steps exactly is not "more than 2x"
+    assert with_mamba(1.0, 201) == C
+    assert with_mamba(1.0, 100) == N  # a tie with TMM
+    assert with_mamba(0.9 - EPS, 150) == C  # ends 0.1 below TMM
+    assert with_mamba(0.9 + EPS, 150) == N
+
+
+def test_copy_struggle_needs_every_rival_and_a_learning_tmm():
+    tmm, hyena = pooled("tmm", [1.0], [100]), pooled("hyena", [0.03], [None])
+    quick = pooled("mamba2", [1.0], [120])
+    assert copy_verdicts({"tmm": tmm, "hyena": hyena})[STRUGGLE] == U  # mamba2 did not run
+    assert copy_verdicts({"tmm": tmm, "mamba2": quick})[STRUGGLE] == N  # the one that ran does not struggle
+    assert copy_verdicts({"tmm": pooled("tmm", [0.9 - EPS], [None]), "hyena": hyena,
+                          "mamba2": pooled("mamba2", [0.03], [None])})[STRUGGLE] == U  # TMM did not learn
+    assert copy_verdicts({"hyena": hyena, "mamba2": quick})[STRUGGLE] == U  # TMM did not run
+    assert STRUGGLE not in copy_verdicts({"tmm": tmm})  # no rival at all: no such statement
+
+
+def test_copy_frozen_rule():
+    tmm = pooled("tmm", [1.0], [100])
+
+    def frozen(flat, heads, learner=tmm):
+        models = {"tmm": learner} if learner else {}
+        if flat is not None:
+            models["tmm-frozen-flat"] = pooled("tmm-frozen-flat", [flat])
+        if heads is not None:
+            models["tmm-frozen"] = pooled("tmm-frozen", [heads])
+        return copy_verdicts(models).get(FROZEN)
+    assert copy_claim.FAIL_ACC == 0.5
+    assert frozen(0.5 - EPS, 0.2) == C
+    assert frozen(0.5, 0.2) == N  # 0.5 is not below 0.5
+    assert frozen(0.2, None) == U  # the 4-head frozen TMM did not run
+    assert frozen(None, 0.6) == N
+    assert frozen(0.1, 0.1, learner=pooled("tmm", [0.3])) == U  # the trained TMM did not learn either
+    assert frozen(0.1, 0.1, learner=None) == U
+    assert frozen(None, None) is None
+
+
+def test_copy_width_pair():
+    narrow, wide = pooled("tmm-flat-d4", [1.0], [150]), pooled("hyena-d128", [1.0], [100])
+    assert copy_verdicts({"tmm-flat-d4": narrow, "hyena-d128": wide})[WIDTH] == C  # 1.5x
+    assert copy_verdicts({"tmm-flat-d4": pooled("tmm-flat-d4", [1.0], [151]), "hyena-d128": wide})[WIDTH] == N
+    assert copy_verdicts({"tmm-flat-d4": narrow})[WIDTH] == U
+
+
+# -- language modelling ------------------------------------------------------------------------------------
+
+F = 1e12  # every long run's total estimated FLOPs unless said otherwise
+
+
+def lm_run(label, at_half, at_end, total=F):
+    """Rows at 0, total / 2 and total FLOPs (bits per byte 4.0, at_half, at_end)."""
+    rows = [{"step": s, "tokens": s * 100, "flops_est": total * s / 2, "eval_bpb": b, "eval_loss": b, "eval_acc": 0}
+            for s, b in ((0, 4.0), (1, at_half), (2, at_end))]
+    return Pooled(label, 100, [ModelResult(label, 100, "done", 0.0, at_end, None, rows)])
+
+
+def lm_verdicts(**models):
+    """{"equal" | "faster": verdict} for label -> (bpb at half, bpb at the end); "extension": tmm+final-norm."""
+    labels = {k: lm_claim.EXTENSION if k == "extension" else k for k in models}
+    out = lm_claim.verdicts({labels[k]: lm_run(labels[k], *v) for k, v in models.items()})
+    return dict(zip(("equal", "faster"), (v.verdict for v in out)))
+
+
+RIVALS = {"transformer": (2.0, 1.5), "hyena": (2.0, 1.5), "mamba2": (2.0, 1.5)}
+T = lm_claim.TOLERANCE_BPB
+
+
+def test_lm_equal_or_lower_at_matched_compute():
+    assert T == 0.02
+    assert lm_verdicts(tmm=(2.5, 1.5), **RIVALS)["equal"] == C  # a tie is "equal"
+    assert lm_verdicts(tmm=(2.5, 1.5 + T - EPS), **RIVALS)["equal"] == C
+    assert lm_verdicts(tmm=(2.5, 1.5 + T + EPS), **RIVALS)["equal"] == N
+    assert lm_verdicts(tmm=(2.5, 1.4), **{**RIVALS, "transformer": (2.0, 1.3)})["equal"] == N  # one baseline is enough
+
+
+def test_lm_converges_faster_is_strict():
+    assert lm_verdicts(tmm=(2.0, 1.5), **RIVALS)["faster"] == N  # a tie is not faster
+    assert lm_verdicts(tmm=(2.0 - T + EPS, 1.5), **RIVALS)["faster"] == N  # within the tolerance: a tie
+    assert lm_verdicts(tmm=(2.0 - T - EPS, 1.5), **RIVALS)["faster"] == C
+    # the Transformer is not a linear-complexity baseline: it takes no part in "faster"
+    assert lm_verdicts(tmm=(1.9, 1.5), **{**RIVALS, "transformer": (1.0, 1.0)})["faster"] == C
+
+
+def test_lm_missing_rivals_and_runs():
+    without = {k: v for k, v in RIVALS.items() if k != "mamba2"}
+    assert lm_verdicts(tmm=(1.9, 1.4), **without) == {"equal": U, "faster": U}  # wins against those that ran
+    assert lm_verdicts(tmm=(2.1, 1.6), **without) == {"equal": N, "faster": N}  # loses to one that ran
+    assert lm_verdicts(**RIVALS) == {"equal": U, "faster": U}  # no TMM
+    assert lm_claim.verdicts({}) and {v.verdict for v in lm_claim.verdicts({})} == {U}
+    # the extension takes no part: beating it or losing to it changes nothing
+    assert lm_verdicts(tmm=(1.9, 1.4), extension=(1.0, 1.0), **RIVALS) == {"equal": C, "faster": C}
+
+
+def test_lm_compares_at_matched_flops_not_tokens():
+    # Mamba2 costs twice TMM's FLOPs per token: TMM's last evaluation (its total) is Mamba2's midpoint
+    runs = {"tmm": lm_run("tmm", 2.0, 1.5), "mamba2": lm_run("mamba2", 1.8, 1.4, total=2 * F),
+            "hyena": lm_run("hyena", 2.5, 2.0), "transformer": lm_run("transformer", 2.5, 2.0)}
+    assert lm_claim.matched_flops(runs) == F
+    assert lm_claim.bpb_at(runs["mamba2"], F) == pytest.approx(1.8)
+    assert lm_claim.bpb_at(runs["mamba2"], F / 2) == pytest.approx(2.9)
+    # at equal tokens Mamba2 leads (1.4 against 1.5); at equal FLOPs TMM does (1.5 against 1.8, 2.0 against 2.9)
+    assert [v.verdict for v in lm_claim.verdicts(runs)] == [C, C]
+    # a shorter run sets the matched point, where every other run is interpolated
+    runs["transformer"] = lm_run("transformer", 3.0, 1.0, total=F / 2)
+    assert lm_claim.matched_flops(runs) == F / 2
+    assert lm_claim.bpb_at(runs["tmm"], F / 2) == pytest.approx(2.0)
+    assert lm_claim.verdicts(runs)[0].verdict == N  # the Transformer's 1.0 at F / 2 against TMM's 2.0
+
+
+def test_value_at_interpolates_between_evaluations():
+    rows = [{"flops_est": 0.0, "eval_bpb": 8.0}, {"flops_est": 10.0, "eval_bpb": 4.0},
+            {"flops_est": 20.0, "eval_bpb": 2.0}]
+    assert value_at(rows, "flops_est", "eval_bpb", 5.0) == 6.0
+    assert value_at(rows, "flops_est", "eval_bpb", 20.0) == 2.0
+    assert value_at(rows, "flops_est", "eval_bpb", 25.0) is None
+
+
+def test_lm_best_lr_skips_diverged_runs():
+    def job(loss, status="done"):
+        return {"tmm": ModelResult("tmm", 1, status, None, loss, None, [])}
+    assert lm_claim.best_lrs({1e-3: job(2.0), 3e-3: job(1.5), 1e-2: job(0.1, "diverged")}, ()) == {"tmm": 3e-3}
+
+
+def test_a_job_is_read_with_the_current_flops_estimate(tmp_path):
+    # a job logged with another estimate (here 0): the verdicts see the current formula's FLOPs
+    model = tmm.models.build("mamba2-tiny")
+    cfg, params = model.config, model.num_parameters()
+    (tmp_path / "config.json").write_text(json.dumps({"task": {"seq_len": 64}, "models": [
+        {"label": "mamba2", "config_name": "mamba2", "params": params, "config": cfg}]}))
+    (tmp_path / "summary.json").write_text(json.dumps({"runs": [
+        {"config": "mamba2", "params": params, "status": "done", "final_acc": 0.5, "final_eval_loss": 1.0,
+         "steps_to_learned": None}]}))
+    (tmp_path / "metrics.jsonl").write_text("".join(
+        json.dumps({"config": "mamba2", "step": s, "tokens": 512 * s, "flops_est": 0.0, "eval_loss": 1.0}) + "\n"
+        for s in (0, 10)))
+    rows = read_compare_job(tmp_path)["mamba2"].rows
+    assert [r["flops_est"] for r in rows] == [0.0, flops_per_token(cfg, params, 64) * 5120]
+
+
+# -- MQAR --------------------------------------------------------------------------------------------------
+
+def mqar(**acc):
+    return mqar_claim.verdict({k.replace("_", "-"): pooled(k, [v]) for k, v in acc.items()}, (4, 64)).verdict
+
+
+def test_mqar_separates_only_when_the_transformer_learns():
+    assert mqar_claim.SEPARATES == 0.9 and mqar_claim.MARGIN == 0.05
+    assert mqar(tmm=0.9, transformer=0.9, hyena=0.1, hyena_ar=0.1) == C  # 0.9 separates
+    assert mqar(tmm=0.9, transformer=0.9 - EPS, hyena=0.1, hyena_ar=0.1) == U
+
+
+def test_mqar_better_is_strict():
+    base = {"transformer": 1.0, "hyena": 0.25, "hyena_ar": 0.5}
+    assert mqar(tmm=0.5, **base) == N  # a tie with the better Hyena
+    assert mqar(tmm=0.55 - EPS, **base) == N  # within the margin
+    assert mqar(tmm=0.55 + EPS, **base) == C
+    assert mqar(tmm=0.75, **base, mamba2=1.0) == C  # Mamba2 takes no part
+
+
+def test_mqar_missing_runs():
+    assert mqar(transformer=1.0, hyena=0.1, hyena_ar=0.1) == U  # no TMM
+    assert mqar(tmm=1.0, hyena=0.1, hyena_ar=0.1) == U  # no Transformer: cannot tell the setting separates
+    assert mqar(tmm=1.0, transformer=1.0) == U  # no Hyena
+    assert mqar(tmm=1.0, transformer=1.0, hyena=0.1) == U  # hyena-ar did not run, TMM beats the other
+    assert mqar(tmm=0.5, transformer=1.0, hyena_ar=0.5) == N  # and when it does not, that settles it
+
+
+# -- retention ---------------------------------------------------------------------------------------------
+
+def retention(**acc):
+    """{mode: verdict} for "mode_arch" -> token accuracy."""
+    rows = [{"mode": k.split("_")[0], "arch": k.split("_", 1)[1], "token_acc": v} for k, v in acc.items()]
+    return {v.claim.split(", ")[1].split(":")[0]: v.verdict for v in retention_claim.verdicts(rows, "h")}
+
+
+M = retention_claim.MARGIN
+EXTRACTION = {"extraction_transformer": 0.4, "extraction_hyena": 0.3, "extraction_mamba2": 0.3, "extraction_none": 0.2}
+CAPACITY = {"capacity_hyena": 0.5, "capacity_mamba2": 0.4, "capacity_none": 0.2}
+
+
+def test_retention_margin_is_strict():
+    assert M == 0.02
+    assert retention(extraction_tmm=0.6, capacity_tmm=0.7, **EXTRACTION, **CAPACITY) == {"extraction": C, "capacity": C}
+    assert retention(extraction_tmm=0.4, capacity_tmm=0.5, **EXTRACTION, **CAPACITY) == {"extraction": N,
+                                                                                           "capacity": N}  # ties
+    assert retention(extraction_tmm=0.42 - EPS, capacity_tmm=0.52 - EPS, **EXTRACTION, **CAPACITY) == \
+        {"extraction": N, "capacity": N}
+    assert retention(extraction_tmm=0.42 + EPS, capacity_tmm=0.52 + EPS, **EXTRACTION, **CAPACITY) == \
+        {"extraction": C, "capacity": C}
+
+
+def test_retention_needs_information_above_the_zero_vector():
+    flat = {f"extraction_{a}": 0.2 for a in ("tmm", "transformer", "hyena", "mamba2", "none")}
+    assert retention(**flat)["extraction"] == U
+    assert retention(**{**flat, "extraction_transformer": 0.2 + M})["extraction"] == U  # 0.02 above: no information
+    assert retention(**{**flat, "extraction_transformer": 0.2 + M + EPS})["extraction"] == N  # TMM now trails
+    assert retention(**{**flat, "extraction_tmm": 0.25})["extraction"] == C
+
+
+def test_retention_missing_runs():
+    assert retention(extraction_tmm=0.6, **EXTRACTION)["capacity"] == U  # capacity not run
+    partial = {k: v for k, v in CAPACITY.items() if k != "capacity_mamba2"}
+    assert retention(capacity_tmm=0.7, **partial)["capacity"] == U  # mamba2 did not run
+    assert retention(capacity_tmm=0.45, **partial)["capacity"] == N  # behind hyena, which did
+    no_base = {k: v for k, v in CAPACITY.items() if k != "capacity_none"}
+    assert retention(capacity_tmm=0.7, **no_base)["capacity"] == U  # no zero-vector baseline to compare with
+    assert retention(**CAPACITY)["capacity"] == U  # no TMM
+
+
+# -- ablation ----------------------------------------------------------------------------------------------
+
+W = ablation_claim.WORSE
+
+
+def ablation(**bpb):
+    """(heads, kernel width, expanded) verdicts for label -> final bits per byte."""
+    lm = {k.replace("_", "-"): pooled(k, [0.0], bpb=[v]) for k, v in bpb.items()}
+    return tuple(v.verdict for v in ablation_claim.verdicts(lm))
+
+
+def test_ablation_heads_need_strict_ordering():
+    assert W == 0.01
+    assert ablation(heads1=2.0, heads4=1.98, heads16=1.96)[0] == C
+    assert ablation(heads1=2.0, heads4=2.0, heads16=2.0)[0] == N  # a three-way tie
+    assert ablation(heads1=2.0, heads4=1.99 + EPS, heads16=1.98)[0] == N  # heads 4 within 0.01 of heads 1
+    assert ablation(heads1=2.0, heads4=1.99 - EPS, heads16=1.98 - 2 * EPS)[0] == C
+    assert ablation(heads1=2.0, heads4=1.98, heads16=1.97 + EPS)[0] == N  # heads 16 within 0.01 of heads 4
+    assert ablation(heads1=1.9, heads4=2.0, heads16=2.1)[0] == N  # reversed
+    assert ablation(heads1=2.0, heads4=1.9)[0] == U  # heads 16 did not run
+
+
+def test_ablation_kernel_width_and_expanded():
+    def kernel(k8):
+        return ablation(flat_kernel1=2.0, flat_kernel4=2.05, flat_kernel8=k8)[1]
+    assert kernel(2.01 + EPS) == C  # worse than the better of kernels 1 and 4 (2.0)
+    assert kernel(2.01 - EPS) == N
+    assert kernel(2.0) == N  # a tie
+    assert ablation(flat_kernel1=2.0, flat_kernel8=3.0)[1] == U
+    assert ablation(heads4=2.0, expanded=2.01 + EPS)[2] == C
+    assert ablation(heads4=2.0, expanded=2.01 - EPS)[2] == N
+    assert ablation(heads4=2.0, expanded=2.0)[2] == N
+    assert ablation(expanded=3.0)[2] == U
+
+
+# -- operator index ----------------------------------------------------------------------------------------
+
+MOVED = oi_claim.MOVED
+
+
+def oi(*sources):
+    return oi_claim.verdict([Source(*s) for s in sources]).verdict
+
+
+def test_operator_index_compares_shares_strictly():
+    assert MOVED == 0.1
+    auto = ("auto", "autoencoder", 2, 10, 0.5)  # 20%
+    assert oi(("copy", "causal", 3, 10, 0.5), auto) == C
+    assert oi(("copy", "causal", 2, 10, 0.5), auto) == N  # a tie
+    assert oi(("copy", "causal", 1, 10, 0.5), auto) == N
+    # shares pool the vectors of every model of a kind; untrained models take no part
+    assert oi(("copy", "causal", 1, 10, 0.5), ("lm", "causal", 5, 10, 0.5), auto,
+              ("copy (untrained)", "untrained", 10, 10)) == C
+
+
+def test_operator_index_not_tested_unless_the_vectors_moved():
+    auto = ("auto", "autoencoder", 0, 10, 0.5)
+    assert oi(("copy", "causal", 9, 10, MOVED), auto) == U  # 0.1 is not above 0.1
+    assert oi(("copy", "causal", 9, 10, MOVED + EPS), auto) == C
+    assert oi(("copy", "causal", 9, 10, 0.5), ("auto", "autoencoder", 0, 10, MOVED)) == U
+    assert oi(("copy", "causal", 9, 10, None), auto) == U  # initial vectors not saved: movement unknown
+    # an unmoved model is left out, the others still count
+    assert oi(("copy", "causal", 0, 10, 0.01), ("lm", "causal", 9, 10, 0.5), auto) == C
+    verdict = oi_claim.verdict([Source("copy", "causal", 0, 10, 0.01), Source(*auto)])
+    assert "copy (0.010)" in verdict.evidence and "no trained causal model" in verdict.evidence
+
+
+def test_operator_index_missing_models():
+    assert oi() == U
+    assert oi(("copy", "causal", 9, 10, 0.5)) == U  # no autoencoder
+    assert oi(("auto", "autoencoder", 0, 10, 0.5)) == U  # no causal model
+    assert oi(("copy", "causal", 0, 0, 0.5), ("auto", "autoencoder", 0, 10, 0.5)) == U  # no reliable index
