@@ -271,6 +271,10 @@ def test_retention_needs_information_above_the_zero_vector():
     assert retention(**{**flat, "extraction_transformer": 0.2 + M})["extraction"] == U  # 0.02 above: no information
     assert retention(**{**flat, "extraction_transformer": 0.2 + M + EPS})["extraction"] == N  # TMM now trails
     assert retention(**{**flat, "extraction_tmm": 0.25})["extraction"] == C
+    # capacity: the Transformer is no rival, but its state shows the harness carries information
+    flat = {f"capacity_{a}": 0.2 for a in ("tmm", "hyena", "mamba2", "none")}
+    assert retention(**flat)["capacity"] == U
+    assert retention(**flat, capacity_transformer=0.3)["capacity"] == N
 
 
 def test_retention_missing_runs():

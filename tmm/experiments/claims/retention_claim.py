@@ -14,8 +14,9 @@ than 0.02, so 0.02 or less is a tie, and a tie is not consistent):
   above both, and above the zero-vector baseline's.
 
 Either is not tested when TMM or the zero-vector baseline did not run, when
-no encoder is above the zero vector (no state carries usable information at
-this scale), or when a rival did not run and TMM is above every one that did.
+no encoder of the mode (the Transformer's included) is above the zero vector
+(no state carries usable information at this scale), or when a rival did not
+run and TMM is above every one that did.
 """
 from __future__ import annotations
 
@@ -98,7 +99,8 @@ def verdicts(rows, harness) -> list:
         if mine is None or base is None:
             out.append(Verdict(claim, UNTESTED, ev + " (not run)"))
             continue
-        if max([mine, *(v for v in others.values() if v is not None)]) <= base + MARGIN:
+        # every encoder of the mode, the Transformer's too where it is no rival: does the harness carry information?
+        if max(v for (m, a), v in acc.items() if m == mode and a != "none") <= base + MARGIN:
             out.append(Verdict(claim, UNTESTED, ev + " (no encoder beats the zero vector by more than "
                                                      f"{MARGIN}: no usable information at this scale)"))
             continue
