@@ -204,13 +204,13 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=
     baseline, whose zero vector is ``baseline_d`` wide where decoder_d is None)."""
     res = {"mode": mode, "arch": label, "decoder_mode": s.mode, "status": "done", "note": None}
     encoder = _encoder(s, mode, label, cfg, task, budget, log, res)
-    saved = s.save_encoders and mode == "capacity" and hasattr(encoder, "save")  # not a Python twin
-    if saved:  # the starting point, so that the operator-index analysis can tell whether training moved the vectors
-        operator_index.save_initial_vectors(encoder, Path(s.out) / "capacity-encoders" / label)
     torch.manual_seed(s.seed + 1)  # the same decoder initialisation for every encoder
     d_in = int(cfg["d_model"]) if cfg else (s.decoder_d or baseline_d or _BASELINE_D)
     model = Autoencoder(encoder, task.vocab_size, task.seq_len, frozen=(mode == "extraction"),
                         position=s.position, d_in=d_in, mode=s.mode, d=s.decoder_d, layers=s.decoder_layers)
+    saved = s.save_encoders and mode == "capacity" and hasattr(model.encoder, "save")  # not a Python twin
+    if saved:  # the starting point, so that the operator-index analysis can tell whether training moved the vectors
+        operator_index.save_initial_vectors(model.encoder, Path(s.out) / "capacity-encoders" / label)
     res["state"] = model.state  # which state the decoder reads (None: the baseline)
     res["trainable_params"] = model.num_parameters()
     res["decoder_params"] = sum(p.numel() for p in model.decoder.parameters())
