@@ -3,6 +3,7 @@ are tmm.text's; :mod:`tmm.tasks.lm_tokenizer` adapts them to the task).
 
     path = default_corpus()                  # the King James Bible, from Debian packages
     docs = read_documents(path)              # or a .txt / .jsonl / .parquet file, or a folder of them
+    for doc in iter_documents(path): ...     # the same, streamed (a corpus larger than memory)
 
 The default corpus is the King James Version of the Bible (public domain,
 about 4.1 MB of English prose), installed by the Debian packages
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from ..files import atomic_write_text
 
-__all__ = ["default_corpus", "read_documents", "kjv_to_text", "cache_dir"]
+__all__ = ["default_corpus", "read_documents", "iter_documents", "kjv_to_text", "cache_dir"]
 
 BIBLE_DATA = "/usr/lib/bible.data"
 # The whole text, every book, as one reference range of the `bible` program.
@@ -125,10 +126,11 @@ def _parquet_texts(path: Path):
                 yield t
 
 
-def read_documents(path, max_bytes: int = 0) -> list:
-    """The documents (str) of a corpus file or folder, in order. ``max_bytes``
-    > 0 stops once that many UTF-8 bytes are read (the last document cut)."""
-    docs, total = [], 0
+def iter_documents(path, max_bytes: int = 0):
+    """The documents (str) of a corpus file or folder, in order, read as they
+    are consumed (a corpus larger than memory streams). ``max_bytes`` > 0
+    stops once that many UTF-8 bytes are read (the last document cut)."""
+    total = 0
     for file in _corpus_files(Path(path)):
         suffix = file.suffix.lower()
         if suffix == ".jsonl":
@@ -141,8 +143,12 @@ def read_documents(path, max_bytes: int = 0) -> list:
             if max_bytes > 0:
                 b = t.encode("utf-8")
                 if total + len(b) >= max_bytes:
-                    docs.append(b[: max_bytes - total].decode("utf-8", errors="ignore"))
-                    return docs
+                    yield b[: max_bytes - total].decode("utf-8", errors="ignore")
+                    return
                 total += len(b)
-            docs.append(t)
-    return docs
+            yield t
+
+
+def read_documents(path, max_bytes: int = 0) -> list:
+    """The documents of :func:`iter_documents`, as a list."""
+    return list(iter_documents(path, max_bytes))
