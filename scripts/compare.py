@@ -4,6 +4,7 @@ parameter count, and writes tables and plots (tmm.experiments.compare).
 
     python scripts/compare.py                      # the default (scripts/run.sh)
     python scripts/compare.py --task mqar --num-kv-pairs 8 --steps 2000
+    python scripts/compare.py --task shards --task-option path=shards/ --task-option seq_len=512 --steps 2000
     python scripts/compare.py --archs tmm,transformer --steps 500 --lr 3e-3
     python scripts/compare.py --configs models/tmm-tiny.json,models/hyena-tiny.json --steps 20
     python scripts/compare.py --ablation --steps 300      # the TMM variants of models/ablation/
@@ -53,7 +54,8 @@ def parse_args(argv=None):
         description="Train architectures matched by parameter count on one task; write tables and plots.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--task", default=D.task, choices=["copy", "mqar", "lm"])
+    p.add_argument("--task", default=D.task, choices=["copy", "mqar", "lm", "shards"],
+                   help="shards: token shards of scripts/prepare_corpus.py --out (--task-option path=DIR)")
     p.add_argument("--n", type=int, default=None, help="copy: tokens written twice (default 32)")
     p.add_argument("--num-kv-pairs", type=int, default=None, help="mqar: key-value pairs (default: the task's)")
     p.add_argument("--corpus", default=None, help="lm: a text/JSONL/Parquet file or folder (default: the KJV corpus)")

@@ -10,6 +10,9 @@ from 0 to ``lr`` over ``warmup`` steps, then linear decay to
 seeded ``torch.Generator``, always on the CPU, so that every device and
 world size sees the same data), ``loss = model(ids, labels=labels).loss``,
 backward, clip the global gradient norm to ``grad_clip``, one AdamW step.
+A task with a positioned stream (``task.batch_at``, e.g. ``shards``: token
+shards read in a seeded order) is read at the stream position instead
+(``step * batch_size`` windows in), each rank reading only its rows.
 
 Numerical guard (``nan_guard``, on by default): the loss is checked before
 backward, every gradient before clipping and every parameter after the
@@ -20,7 +23,8 @@ order).
 
 Checkpoints (``checkpoint_dir`` and ``checkpoint_every``): every N steps and
 at the end, rank 0 writes the model, the optimizer, the step, every RNG
-state (Python, NumPy, torch, the task's data stream) and the metrics so far
+state (Python, NumPy, torch, the task's data stream), the stream position
+(``data_position``, for a ``batch_at`` task) and the metrics so far
 with :mod:`tmm.train_checkpoints` (crash-safe). With ``resume=True`` training
 continues from the newest checkpoint there; on the CPU the continued run is
 bitwise the uninterrupted one (same losses, same parameters). Restored rows
@@ -32,7 +36,8 @@ process (``torchrun``), the model is wrapped in ``DistributedDataParallel``
 autograd), every rank draws the same global batch of ``batch_size`` and
 trains on its contiguous shard (``batch_size`` must divide by the world
 size), each shard's loss weighted by its share of the labelled tokens so
-that the averaged gradient is the global batch's. Only rank 0 evaluates,
+that the averaged gradient is the global batch's. A ``batch_at`` task gives
+each rank only its shard of the global batch (the same rows). Only rank 0 evaluates,
 logs, shows progress and writes checkpoints; rows are empty on other ranks.
 
 Evaluation (at step 0, every ``eval_every`` steps and at the last step) runs
@@ -317,6 +322,9 @@ class _Training:
         self.wall, elapsed_before = 0.0, 0.0
         self.loss_sum, self.loss_n = 0.0, 0
         self.step_count = 0
+        # Windows of a positioned stream (a task with batch_at) read so far, by all ranks.
+        self.streamed = hasattr(task, "batch_at")
+        self.data_position = 0
         self.stopped = None
         self.resumed_from = None
         if cfg.resume:
@@ -350,6 +358,11 @@ class _Training:
         self.loss_sum, self.loss_n = saved["loss_sum"], saved["loss_n"]
         self.wall = saved["wall_s"]
         self.stopped = saved["stopped_early"]
+        if self.streamed:
+            if "data_position" not in saved:
+                raise train_checkpoints.CheckpointError(f"resume: {path} has no data_position (the stream position "
+                                                        f"of the task {self.task.name!r})")
+            self.data_position = saved["data_position"]
         if not self.main:
             self.rows = []
         return saved["total_s"]
@@ -368,8 +381,9 @@ class _Training:
         step = self.step_count + 1
         raise NonFiniteError(f"training stopped at step {step}: {message}", step, self.rows, tensor)
 
-    def _losses(self, ids, labels):
-        """(what backward differentiates, the global batch's mean loss)."""
+    def _losses(self, ids, labels, local=False):
+        """(what backward differentiates, the global batch's mean loss).
+        ``local``: ids and labels are this rank's rows only, not the global batch."""
         if self.world == 1:
             loss = self.fwd(ids.to(self.device), labels=labels.to(self.device)).loss
             return loss, loss
@@ -378,9 +392,16 @@ class _Training:
         from .tasks import IGNORE_INDEX
 
         rank, world, per_rank = self.rank, self.world, self.per_rank
-        n_global = int((labels != IGNORE_INDEX).sum())
-        ids, labels = (t[rank * per_rank:(rank + 1) * per_rank].to(self.device) for t in (ids, labels))
-        n_local = int((labels != IGNORE_INDEX).sum())
+        if local:
+            ids, labels = ids.to(self.device), labels.to(self.device)
+            count = (labels != IGNORE_INDEX).sum().to(self.comm_device)
+            n_local = int(count)
+            dist.all_reduce(count)
+            n_global = int(count)
+        else:
+            n_global = int((labels != IGNORE_INDEX).sum())
+            ids, labels = (t[rank * per_rank:(rank + 1) * per_rank].to(self.device) for t in (ids, labels))
+            n_local = int((labels != IGNORE_INDEX).sum())
         out = self.fwd(ids, labels=labels)
         # DDP averages gradients over the ranks: weighting each shard's mean loss by
         # its share of the labelled tokens makes that average the global batch's gradient.
@@ -426,8 +447,12 @@ class _Training:
         lr = _lr_at(self.step_count, cfg)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, labels = self.task.batch(cfg.batch_size, self.gen)  # the global batch
-        objective, reported = self._losses(ids, labels)
+        if self.streamed:  # this rank's rows of the global batch at the stream position
+            ids, labels = self.task.batch_at(self.data_position, cfg.batch_size, self.rank, self.world)
+            self.data_position += cfg.batch_size
+        else:
+            ids, labels = self.task.batch(cfg.batch_size, self.gen)  # the global batch
+        objective, reported = self._losses(ids, labels, local=self.streamed)
         opt.zero_grad(set_to_none=True)
         if cfg.nan_guard and not torch.isfinite(reported):
             self._stop(f"the loss is {reported.item()} (not finite)", "loss")
@@ -484,6 +509,8 @@ class _Training:
             "stopped_early": self.stopped,
             "world_size": self.world,
         }
+        if self.streamed:
+            state["data_position"] = self.data_position
         train_checkpoints.save(self.cfg.checkpoint_dir, self.step_count, self.model, self.opt, state,
                            {"data": self.gen}, keep=self.cfg.checkpoint_keep)
 

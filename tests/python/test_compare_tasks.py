@@ -1,5 +1,5 @@
 """A 20-step smoke run of the comparison (tmm.experiments.compare) for every
-architecture on every task (copy, mqar, lm), on the tiny configs: every run
+architecture on every task (copy, mqar, lm, shards), on the tiny configs: every run
 finishes with finite numbers, and the lm run logs bits per byte from its
 held-out split. The ablation's variants build, run, and are compared under
 their config names."""
@@ -25,10 +25,20 @@ def corpus(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def shards(corpus, tmp_path_factory):
+    from tmm.data import prepare_corpus
+
+    out = tmp_path_factory.mktemp("shards")
+    prepare_corpus(corpus, out, shard_bytes=8000, section_bytes=512, workers=1, progress=False, log=lambda _: None)
+    return out
+
+
 TASK_ARGS = {
     "copy": dict(n=8),
     "mqar": dict(num_kv_pairs=2, task_option=["seq_len=16", "vocab=32"]),
     "lm": dict(tokenizer="byte", task_option=["seq_len=16", "section_bytes=512"]),
+    "shards": dict(task_option=["seq_len=16"]),
 }
 
 
@@ -38,9 +48,11 @@ def test_every_task_is_offered():
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("task", sorted(TASK_ARGS))
-def test_twenty_steps_of_every_arch(task, corpus, tmp_path, restore_threads):
+def test_twenty_steps_of_every_arch(task, corpus, request, tmp_path, restore_threads):
     configs = [str(REPO / "models" / f"{a}-tiny.json") for a in TINY]
     extra = dict(TASK_ARGS[task], **({"corpus": str(corpus)} if task == "lm" else {}))
+    if task == "shards":  # the same corpus as token shards
+        extra["task_option"] = extra["task_option"] + [f"path={request.getfixturevalue('shards')}"]
     settings = CompareSettings(task=task, **extra, configs=configs, steps=20, batch_size=2, eval_every=10,
                                eval_batches=1, threads=1, out=str(tmp_path), no_progress=True)
     assert run_comparison(settings).exit_code == 0
@@ -51,7 +63,7 @@ def test_twenty_steps_of_every_arch(task, corpus, tmp_path, restore_threads):
     assert len(rows) == 3 * len(TINY)  # steps 0, 10, 20
     for r in rows:
         assert math.isfinite(r["eval_loss"]) and 0.0 <= r["eval_acc"] <= 1.0
-        if task == "lm":
+        if task in ("lm", "shards"):
             assert r["eval_bpb"] == pytest.approx(r["eval_loss"] / math.log(2))
         else:
             assert "eval_bpb" not in r

@@ -32,7 +32,7 @@ def constant_logits(labels, vocab, token):
 
 
 def test_registry():
-    assert tasks.names() == ["copy", "lm", "mqar"]
+    assert tasks.names() == ["copy", "lm", "mqar", "shards"]
     with pytest.raises(ValueError, match="unknown task"):
         tasks.make("nope")
     with pytest.raises(TypeError, match="unknown option"):

@@ -88,7 +88,7 @@ class CompareSettings:
     """What to compare and how (the command line of scripts/compare.py: field
     ``batch_size`` is flag ``--batch-size``)."""
 
-    task: str = "copy"  # copy, mqar or lm
+    task: str = "copy"  # copy, mqar, lm or shards (token shards: task_option path=DIR)
     n: Optional[int] = None  # copy: tokens written twice (default 32)
     num_kv_pairs: Optional[int] = None  # mqar: key-value pairs (default: the task's)
     corpus: Optional[str] = None  # lm: a text/JSONL/Parquet file or folder (default: the KJV corpus)

@@ -32,11 +32,19 @@ The tasks:
 - ``mqar`` (:mod:`tmm.tasks.mqar`): Zoology's multi-query associative recall.
 - ``lm`` (:mod:`tmm.tasks.lm`): language modelling on real text (packed
   windows of a byte-level or BPE-tokenised corpus).
+- ``shards`` (:mod:`tmm.tasks.shards`): language modelling on token shards
+  (:mod:`tmm.data`), streamed in a seeded order.
 
 A task may also define ``eval_batch(batch_size, generator)`` (batches of a
 held-out split, used for evaluation instead of ``batch``) and
 ``eval_metrics(eval_loss, eval_set) -> dict`` (extra numbers for each
 evaluation row, e.g. ``lm``'s bits per byte).
+
+A task may also define ``batch_at(position, batch_size, rank, world_size)``:
+a training stream addressed by position (``shards``). The training loop
+then reads global batch k at position ``k * batch_size``, each rank only its
+rows, and saves the position in its checkpoints, instead of drawing batches
+from its generator.
 """
 import importlib
 import math
@@ -50,6 +58,7 @@ _REGISTRY = {
     "copy": "tmm.tasks.copy:CopyTask",
     "mqar": "tmm.tasks.mqar:MQARTask",
     "lm": "tmm.tasks.lm:LMTask",
+    "shards": "tmm.tasks.shards:ShardsTask",
 }
 
 

@@ -78,7 +78,33 @@ def held_out(index: int, stride: int) -> bool:
     return index % stride == stride - 1
 
 
-class LMTask(Task):
+class BitsPerByte:
+    """Bits per byte for a task whose ``tokenizer`` (an
+    :class:`~tmm.tasks.lm_tokenizer.LMTokenizer`) knows each token's bytes
+    (``lm``, ``shards``)."""
+
+    def bytes_per_token(self, labels) -> float:
+        """Mean UTF-8 bytes per scored label token."""
+        labels = labels[labels != IGNORE_INDEX].cpu()
+        if labels.numel() == 0:
+            return float("nan")
+        return float(torch.from_numpy(self.tokenizer.token_bytes)[labels].sum()) / labels.numel()
+
+    def bits_per_byte(self, loss_nats: float, eval_set) -> float:
+        """Bits per byte from a mean loss (nats per scored token) over
+        ``eval_set``, a list of ``(input_ids, labels)`` batches of equal size."""
+        tokens = sum(int((y != IGNORE_INDEX).sum()) for _, y in eval_set)
+        nbytes = sum(self.bytes_per_token(y) * int((y != IGNORE_INDEX).sum()) for _, y in eval_set)
+        if tokens == 0 or nbytes == 0:
+            return float("nan")
+        return loss_nats * tokens / (math.log(2) * nbytes)
+
+    def eval_metrics(self, eval_loss: float, eval_set) -> dict:
+        """Extra numbers for the training loop's evaluation rows."""
+        return {"eval_bpb": self.bits_per_byte(eval_loss, eval_set)}
+
+
+class LMTask(BitsPerByte, Task):
     name = "lm"
 
     def __init__(self, **options):
@@ -144,26 +170,6 @@ class LMTask(Task):
     def eval_batch(self, batch_size: int, generator: torch.Generator):
         """Held-out windows, in the layout of :meth:`batch`."""
         return self._windows(self.eval_ids, batch_size, generator)
-
-    def bytes_per_token(self, labels) -> float:
-        """Mean UTF-8 bytes per scored label token."""
-        labels = labels[labels != IGNORE_INDEX].cpu()
-        if labels.numel() == 0:
-            return float("nan")
-        return float(torch.from_numpy(self.tokenizer.token_bytes)[labels].sum()) / labels.numel()
-
-    def bits_per_byte(self, loss_nats: float, eval_set) -> float:
-        """Bits per byte from a mean loss (nats per scored token) over
-        ``eval_set``, a list of ``(input_ids, labels)`` batches of equal size."""
-        tokens = sum(int((y != IGNORE_INDEX).sum()) for _, y in eval_set)
-        nbytes = sum(self.bytes_per_token(y) * int((y != IGNORE_INDEX).sum()) for _, y in eval_set)
-        if tokens == 0 or nbytes == 0:
-            return float("nan")
-        return loss_nats * tokens / (math.log(2) * nbytes)
-
-    def eval_metrics(self, eval_loss: float, eval_set) -> dict:
-        """Extra numbers for the training loop's evaluation rows."""
-        return {"eval_bpb": self.bits_per_byte(eval_loss, eval_set)}
 
     def describe(self) -> str:
         return (
