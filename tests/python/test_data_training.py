@@ -1,10 +1,15 @@
 """Training on token shards through tmm.train (the ``shards`` task, issue 25):
 the loop reads the seeded stream, a run interrupted mid-shard and resumed
 from its checkpoint is bitwise the uninterrupted one (the stream position is
-in the checkpoint), and two gloo processes reading their own rows give the
-loss curve of one process with the same global batch."""
+in the checkpoint; also for scripts/compare.py SIGKILLed mid-run), and two
+gloo processes reading their own rows give the loss curve of one process
+with the same global batch."""
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +110,43 @@ def test_two_gloo_processes_read_their_rows_of_the_global_batch(shard_dir, tmp_p
     for r in range(2):
         # float32 sums in another order (tests/python/test_distributed.py's tolerance)
         assert torch.load(tmp_path / f"rank{r}.pt")["losses"] == pytest.approx(ref.losses, rel=1e-6)
+
+
+def _metrics(out):
+    rows = [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+
+
+@pytest.mark.timeout(120)
+def test_sigkilled_compare_on_shards_resumes_to_the_same_curve(shard_dir, tmp_path, restore_threads):
+    """scripts/compare.py --task shards, SIGKILLed after its checkpoint of step 10, then --resume."""
+    from tmm.experiments.compare import CompareSettings, run_comparison
+
+    args = dict(task="shards", task_option=[f"path={shard_dir}", f"seq_len={SEQ}"],
+                configs=[str(REPO / "models" / "tmm-tiny.json")], steps=24, batch_size=4, eval_every=4,
+                eval_batches=1, threads=1, checkpoint_every=5, no_progress=True, no_plots=True)
+    assert run_comparison(CompareSettings(**args, out=str(tmp_path / "straight"))).exit_code == 0
+
+    out = tmp_path / "killed"
+    command = [sys.executable, str(REPO / "scripts" / "compare.py"), "--task", "shards",
+               "--task-option", f"path={shard_dir}", "--task-option", f"seq_len={SEQ}",
+               "--configs", str(REPO / "models" / "tmm-tiny.json"), "--steps", "24", "--batch-size", "4",
+               "--eval-every", "4", "--eval-batches", "1", "--threads", "1", "--checkpoint-every", "5",
+               "--no-progress", "--no-plots", "--out", str(out)]
+    # Each checkpoint file takes 0.2 s more: the kill lands in training, not after it.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMM_CHECKPOINT_WRITE_DELAY_S": "0.2"}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    latest = out / "checkpoints" / "tmm" / "latest"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (latest.is_file() and latest.read_text().strip() >= "step-00000010"):
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    step = train_checkpoints.read_state(train_checkpoints.latest(out / "checkpoints" / "tmm"))["step"]
+    assert 10 <= step < 24
+
+    assert run_comparison(CompareSettings(**args, out=str(out), resume=True)).exit_code == 0
+    assert _metrics(out) == _metrics(tmp_path / "straight")
