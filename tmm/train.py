@@ -10,6 +10,11 @@ from 0 to ``lr`` over ``warmup`` steps, then linear decay to
 seeded ``torch.Generator``, always on the CPU, so that every device and
 world size sees the same data), ``loss = model(ids, labels=labels).loss``,
 backward, clip the global gradient norm to ``grad_clip``, one AdamW step.
+With ``grad_accum`` = k the batch is processed in k micro-batches of
+``batch_size / k`` rows (per process), their gradients summed before the
+step, each micro-batch's loss weighted by its share of the batch's labelled
+tokens: the step of the whole batch, to float rounding, in a k-th of the
+activation memory.
 A task with a positioned stream (``task.batch_at``, e.g. ``shards``: token
 shards read in a seeded order) is read at the stream position instead
 (``step * batch_size`` windows in), each rank reading only its rows.
@@ -90,6 +95,7 @@ count taken from each model's own layer shapes.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -106,7 +112,8 @@ __all__ = ["TrainConfig", "TrainResult", "NonFiniteError", "train", "evaluate", 
 @dataclasses.dataclass
 class TrainConfig:
     steps: int = 300
-    batch_size: int = 16
+    batch_size: int = 16  # the global batch: windows per optimizer step, over all processes and micro-batches
+    grad_accum: int = 1  # micro-batches per step on each process (batch_size divides by world size x grad_accum)
     lr: float = 1e-3
     weight_decay: float = 0.1  # on parameters with >= 2 dimensions only
     betas: tuple = (0.9, 0.95)
@@ -290,6 +297,8 @@ def evaluate(model, task, eval_set):
 def _check_config(cfg):
     if cfg.checkpoint_every < 0:
         raise ValueError(f"train: checkpoint_every must be >= 0, got {cfg.checkpoint_every}")
+    if isinstance(cfg.grad_accum, bool) or not isinstance(cfg.grad_accum, int) or cfg.grad_accum < 1:
+        raise ValueError(f"train: grad_accum must be an int >= 1 (micro-batches per step), got {cfg.grad_accum!r}")
     if cfg.checkpoint_keep < 1:
         raise ValueError(f"train: checkpoint_keep must be >= 1, got {cfg.checkpoint_keep}")
     if (cfg.checkpoint_every or cfg.resume) and not cfg.checkpoint_dir:
@@ -305,8 +314,9 @@ class _Training:
         self.model, self.task, self.cfg, self.log = model, task, cfg, log
         self.rank, self.world = _distributed()
         self.main = self.rank == 0
-        if cfg.batch_size % self.world:
-            raise ValueError(f"train: batch_size {cfg.batch_size} does not divide by the world size {self.world}")
+        if cfg.batch_size % (self.world * cfg.grad_accum):
+            raise ValueError(f"train: batch_size {cfg.batch_size} does not divide into {cfg.grad_accum} micro-batches "
+                             f"(grad_accum) on each of {self.world} processes (the world size)")
         if cfg.threads:
             torch.set_num_threads(int(cfg.threads))
         self.device = next(model.parameters()).device
@@ -381,37 +391,57 @@ class _Training:
         step = self.step_count + 1
         raise NonFiniteError(f"training stopped at step {step}: {message}", step, self.rows, tensor)
 
-    def _losses(self, ids, labels, local=False):
-        """(what backward differentiates, the global batch's mean loss).
-        ``local``: ids and labels are this rank's rows only, not the global batch."""
-        if self.world == 1:
+    def _check_loss(self, loss):
+        if self.cfg.nan_guard and not torch.isfinite(loss):
+            self._stop(f"the loss is {loss.item()} (not finite)", "loss")
+
+    def _forward_backward(self, ids, labels, local=False):
+        """Forward and backward over this rank's rows of the global batch, in
+        ``grad_accum`` micro-batches; returns the global batch's mean loss (a
+        tensor, the same on every rank). ``local``: ids and labels are this
+        rank's rows already, not the global batch."""
+        world, micro = self.world, self.cfg.grad_accum
+        if world == 1 and micro == 1:  # the plain step
             loss = self.fwd(ids.to(self.device), labels=labels.to(self.device)).loss
-            return loss, loss
+            self._check_loss(loss)
+            loss.backward()
+            return loss.detach()
         import torch.distributed as dist
 
         from .tasks import IGNORE_INDEX
 
-        rank, world, per_rank = self.rank, self.world, self.per_rank
         if local:
-            ids, labels = ids.to(self.device), labels.to(self.device)
-            count = (labels != IGNORE_INDEX).sum().to(self.comm_device)
-            n_local = int(count)
-            dist.all_reduce(count)
+            count = (labels != IGNORE_INDEX).sum().to(self.comm_device if world > 1 else "cpu")
+            if world > 1:
+                dist.all_reduce(count)
             n_global = int(count)
         else:
             n_global = int((labels != IGNORE_INDEX).sum())
-            ids, labels = (t[rank * per_rank:(rank + 1) * per_rank].to(self.device) for t in (ids, labels))
-            n_local = int((labels != IGNORE_INDEX).sum())
-        out = self.fwd(ids, labels=labels)
-        # DDP averages gradients over the ranks: weighting each shard's mean loss by
-        # its share of the labelled tokens makes that average the global batch's gradient.
-        if n_local:
-            objective = out.loss * (n_local * world / n_global)
-        else:  # no labelled token here: a zero loss that still joins DDP's reduction
-            objective = out.logits.sum() * 0.0
-        reported = (objective.detach() / world).to(self.comm_device)
-        dist.all_reduce(reported)  # the global batch's mean loss, the same on every rank
-        return objective, reported
+            if world > 1:
+                rank, per_rank = self.rank, self.per_rank
+                ids, labels = (t[rank * per_rank:(rank + 1) * per_rank] for t in (ids, labels))
+        ids, labels = ids.to(self.device), labels.to(self.device)
+        total = None
+        for j, (x, y) in enumerate(zip(ids.chunk(micro), labels.chunk(micro))):
+            n = int((y != IGNORE_INDEX).sum())
+            # DDP reduces gradients at the last micro-batch's backward only.
+            sync = world == 1 or j == micro - 1
+            with contextlib.nullcontext() if sync else self.fwd.no_sync():
+                out = self.fwd(x, labels=y)
+                # Each micro-batch's mean loss weighted by its share of the global batch's labelled
+                # tokens (times the world size: DDP averages over the ranks): the gradients sum to
+                # the global batch's mean loss's.
+                if n:
+                    objective = out.loss * (n * world / n_global)
+                else:  # no labelled token here: a zero loss that still joins DDP's reduction
+                    objective = out.logits.sum() * 0.0
+                reported = (objective.detach() / world).to(self.comm_device if world > 1 else objective.device)
+                if world > 1:
+                    dist.all_reduce(reported)  # the same on every rank, so every rank stops alike
+                self._check_loss(reported)
+                objective.backward()
+            total = reported if total is None else total + reported
+        return total
 
     def _clip_guarded(self):
         """clip_grad_norm_ in two halves, so that the guard looks at the gradients
@@ -452,11 +482,8 @@ class _Training:
             self.data_position += cfg.batch_size
         else:
             ids, labels = self.task.batch(cfg.batch_size, self.gen)  # the global batch
-        objective, reported = self._losses(ids, labels, local=self.streamed)
         opt.zero_grad(set_to_none=True)
-        if cfg.nan_guard and not torch.isfinite(reported):
-            self._stop(f"the loss is {reported.item()} (not finite)", "loss")
-        objective.backward()
+        reported = self._forward_backward(ids, labels, local=self.streamed)
         self._clip_guarded()
         opt.step()
         if cfg.nan_guard and not torch.isfinite(torch.nn.utils.get_total_norm(model.parameters())):

@@ -3,7 +3,7 @@ the loop reads the seeded stream, a run interrupted mid-shard and resumed
 from its checkpoint is bitwise the uninterrupted one (the stream position is
 in the checkpoint; also for scripts/compare.py SIGKILLed mid-run), and two
 gloo processes reading their own rows give the loss curve of one process
-with the same global batch."""
+with the same global batch (also with gradient accumulation)."""
 import json
 import os
 import signal
@@ -95,8 +95,10 @@ def _worker(rank, world, rendezvous, shard_dir, out):
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     try:
         task = tmm.tasks.make("shards", path=shard_dir, seq_len=SEQ)
-        res = train(tiny_model(task), task, TrainConfig(**{**TCFG, "steps": 4}))
-        torch.save({"losses": res.losses}, os.path.join(out, f"rank{rank}.pt"))
+        losses = {}
+        for micro in (1, 2):  # each rank's 2 rows at once, or in 2 micro-batches (DDP's no_sync)
+            losses[micro] = train(tiny_model(task), task, TrainConfig(**{**TCFG, "steps": 4, "grad_accum": micro})).losses
+        torch.save(losses, os.path.join(out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
 
@@ -108,8 +110,10 @@ def test_two_gloo_processes_read_their_rows_of_the_global_batch(shard_dir, tmp_p
     ref = train(tiny_model(task), task, TrainConfig(**{**TCFG, "steps": 4}))
     mp.spawn(_worker, args=(2, str(tmp_path / "rendezvous"), str(shard_dir), str(tmp_path)), nprocs=2)
     for r in range(2):
-        # float32 sums in another order (tests/python/test_distributed.py's tolerance)
-        assert torch.load(tmp_path / f"rank{r}.pt")["losses"] == pytest.approx(ref.losses, rel=1e-6)
+        losses = torch.load(tmp_path / f"rank{r}.pt")
+        for micro in (1, 2):
+            # float32 sums in another order (tests/python/test_distributed.py's tolerance)
+            assert losses[micro] == pytest.approx(ref.losses, rel=1e-6), (r, micro)
 
 
 def _metrics(out):
