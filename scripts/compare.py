@@ -22,7 +22,9 @@ config.json, summary.md, summary.json, vs_steps.png, vs_wall.png,
 vs_flops.png. --checkpoint-every N writes training checkpoints; --resume
 --out DIR continues an interrupted run with the same command line (the
 runtime options --threads, --no-progress, --no-plots, --checkpoint-every,
---no-nan-guard, --device may change). What each output holds, how steps are
+--no-nan-guard, --device, --grad-accum may change). --grad-accum K trains
+each step's --batch-size in K micro-batches per process (gradient
+accumulation: the same step to float rounding, a K-th of the activations). What each output holds, how steps are
 sized to the budget, resume and distributed training: tmm/experiments/compare.py
 and docs/experiments.md.
 """
@@ -80,6 +82,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=None,
                    help="training steps per architecture (default: sized to the time budget)")
     p.add_argument("--batch-size", type=int, default=D.batch_size)
+    p.add_argument("--grad-accum", type=int, default=D.grad_accum,
+                   help="micro-batches per step on each process: the gradients of --batch-size accumulated")
     p.add_argument("--lr", type=float, default=D.lr)
     p.add_argument("--weight-decay", type=float, default=D.weight_decay)
     p.add_argument("--betas", type=float, nargs=2, default=D.betas)

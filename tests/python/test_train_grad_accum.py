@@ -88,3 +88,20 @@ def test_bad_accumulation_is_refused():
         train(tiny(task), task, TrainConfig(**TCFG, grad_accum=3))
     with pytest.raises(ValueError, match="grad_accum must be an int >= 1 .micro-batches per step., got 0"):
         train(tiny(task), task, TrainConfig(**TCFG, grad_accum=0))
+
+
+def test_compare_grad_accum_flag(tmp_path, restore_threads):
+    """scripts/compare.py --grad-accum: the same curve to float rounding; a batch that does not divide is refused."""
+    from tmm.experiments.compare import CompareSettings, run_comparison
+    from tmm.experiments.errors import SettingsError
+
+    args = dict(task="copy", n=4, configs=[str(REPO / "models" / "tmm-tiny.json")], steps=6, batch_size=8,
+                eval_every=3, eval_batches=1, threads=1, no_progress=True, no_plots=True)
+    curves = {}
+    for micro in (1, 4):
+        out = tmp_path / f"accum{micro}"
+        assert run_comparison(CompareSettings(**args, grad_accum=micro, out=str(out))).exit_code == 0
+        curves[micro] = [json.loads(line)["eval_loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert curves[4] == pytest.approx(curves[1], rel=1e-5)
+    with pytest.raises(SettingsError, match=r"--batch-size 8 does not divide among 1 processes x 3 micro-batches"):
+        run_comparison(CompareSettings(**args, grad_accum=3, out=str(tmp_path / "bad")))

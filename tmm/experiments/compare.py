@@ -80,7 +80,8 @@ __all__ = ["CompareSettings", "CompareResult", "run_comparison", "RUNTIME_SETTIN
 DEFAULT_ARCHS = "tmm,transformer,hyena,mamba2"
 DEFAULT_BUDGET_MIN = 8.0  # when steps is not given
 # Settings that may differ when a run is resumed: they change how, not what, it computes.
-RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "checkpoint_every", "no_nan_guard", "device", "no_plots"}
+RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "checkpoint_every", "no_nan_guard", "device", "no_plots",
+                    "grad_accum"}
 
 
 @dataclasses.dataclass
@@ -100,6 +101,7 @@ class CompareSettings:
     max_len: str = "task"  # models' max_len: the task's sequence length, or the config's when >= it
     steps: Optional[int] = None  # per architecture (default: sized to the time budget)
     batch_size: int = 16
+    grad_accum: int = 1  # micro-batches per step on each process (gradient accumulation to batch_size)
     lr: float = 1e-3
     weight_decay: float = 0.1
     betas: tuple = (0.9, 0.95)
@@ -134,7 +136,7 @@ class CompareSettings:
             if s.configs and s.configs != paths:
                 raise SettingsError("--ablation and --configs both choose the models: give one")
             s.configs = paths
-        for name in ("steps", "batch_size", "eval_every", "eval_batches", "threads"):
+        for name in ("steps", "batch_size", "grad_accum", "eval_every", "eval_batches", "threads"):
             v = getattr(s, name)
             if v is not None and v < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
@@ -219,8 +221,9 @@ class _Comparison:
         torch.set_num_threads(s.threads)
         self.rank, self.world, self.device = distributed.init(s.device)
         self.is_main = self.rank == 0
-        if self.world > 1 and s.batch_size % self.world:
-            raise SettingsError(f"--batch-size {s.batch_size} does not divide among {self.world} processes")
+        if s.batch_size % (self.world * s.grad_accum):
+            raise SettingsError(f"--batch-size {s.batch_size} does not divide among {self.world} processes x "
+                                f"{s.grad_accum} micro-batches (--grad-accum)")
         self.task = tmm.tasks.make(s.task, **s.task_options())
         self.runs = self._plan_runs()
         fresh = fresh_folder(results_root, self.task.name) if self.is_main else None
@@ -344,7 +347,7 @@ class _Comparison:
     def _train_config(self, run, cap):
         s = self.s
         return TrainConfig(
-            steps=self.steps, batch_size=s.batch_size, lr=s.lr, weight_decay=s.weight_decay,
+            steps=self.steps, batch_size=s.batch_size, grad_accum=s.grad_accum, lr=s.lr, weight_decay=s.weight_decay,
             betas=tuple(s.betas), warmup=self.warmup, seed=s.seed, eval_every=self.eval_every,
             eval_batches=s.eval_batches, threads=s.threads, time_budget_s=cap,
             progress=not s.no_progress, desc=f"{run['label']:<11}",
