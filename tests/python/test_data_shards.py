@@ -136,6 +136,9 @@ def test_bpe_trained_on_a_sample_and_saved(corpus, tmp_path):
     # A sample larger than the corpus is every training section: the lm task's own BPE.
     task = tmm.tasks.make("lm", corpus=str(corpus), section_bytes=2048, tokenizer="bpe", vocab=300)
     assert np.array_equal(_tokens(tmp_path / "s", "train"), task.train_ids.numpy())
+    with pytest.raises(PrepareError, match=r"other settings \(vocab: 300 there, 400 now\)"):
+        prepare_corpus(corpus, tmp_path / "s", tokenizer="bpe", vocab=400, bpe_sample_bytes=10**9, shard_bytes=30_000,
+                       section_bytes=2048, workers=2, progress=False, log=lambda _: None)
     # A given tokenizer.json is used as it is.
     prepare_corpus(corpus, tmp_path / "t", tokenizer=str(tmp_path / "s" / "tokenizer.json"), shard_bytes=30_000,
                    section_bytes=2048, workers=1, progress=False, log=lambda _: None)

@@ -199,7 +199,7 @@ def prepare_corpus(corpus, out, *, tokenizer="byte", vocab=None, bpe_sample_byte
     settings = {"corpus": str(corpus), "files": _corpus_fingerprint(corpus), "max_bytes": max_bytes,
                 "section_bytes": section_bytes, "stride": max(2, round(1.0 / eval_fraction)),
                 "shard_bytes": shard_bytes, "tokenizer": tokenizer if tokenizer in ("byte", "bpe") else "file",
-                "bpe_sample_bytes": bpe_sample_bytes if tokenizer == "bpe" else None}
+                "vocab": vocab, "bpe_sample_bytes": bpe_sample_bytes if tokenizer == "bpe" else None}
     manifest = read_manifest(out) if (out / MANIFEST).is_file() else None
     if manifest is not None:
         diff = [f"{k}: {manifest['settings'].get(k)!r} there, {v!r} now"
