@@ -10,8 +10,9 @@ Claims (``only``, in the order they run; later ones read earlier ones' checkpoin
 - ``copy`` (:mod:`.copy_claim`): claim 2's copy task at n = 256 and 512;
 - ``lm`` (:mod:`.lm_claim`): claim 1, training efficiency, with a
   learning-rate sweep per architecture;
-- ``mqar`` (:mod:`.mqar_claim`): associative recall sized so that the
-  Transformer learns it;
+- ``mqar`` (:mod:`.mqar_claim`): the project's own associative-recall test
+  (Zoology's MQAR; the paper makes no MQAR claim), with a learning-rate
+  sweep per architecture;
 - ``retention`` (:mod:`.retention_claim`): claim 2's information extraction
   and capacity;
 - ``ablation`` (:mod:`.ablation_claim`): claim 4;
