@@ -15,7 +15,9 @@ architecture: on the first setting (key-value pairs, sequence) every model
 trains at every lr of ``mqar_lrs`` and its accuracy is its best over them,
 as Zoology reports; the harder settings train each model at its best lr
 from the first (Zoology sweeps every setting; on this CPU that would
-triple the claim's cost).
+triple the claim's cost), on as many tokens per model as the first
+(``mqar_steps`` x 64 / sequence steps): each harder size costs about one
+run of the first.
 Hyena runs twice: as the authors' HyenaModel (the zoo's default) and with
 safari's associative-recall filter settings (``hyena-ar``).
 
@@ -81,10 +83,16 @@ def best_over_lrs(sweep: dict) -> dict:
     return best
 
 
+def steps_at(s, setting) -> int:
+    """Steps at ``setting``: ``mqar_steps`` at the first, and the same tokens per model at the others
+    (fewer steps of longer sequences), so that each size costs about one run of the first."""
+    return max(1, s.mqar_steps * s.mqar_settings[0][1] // setting[1])
+
+
 def _job(suite, setting, lr, specs):
     s = suite.scale
     return suite.compare(f"mqar/kv{setting[0]}-len{setting[1]}/lr{lr:g}", specs, task="mqar",
-                         task_options=task_options(s, setting), steps=s.mqar_steps, seed=0, lr=lr,
+                         task_options=task_options(s, setting), steps=steps_at(s, setting), seed=0, lr=lr,
                          batch_size=s.mqar_batch_size, eval_batches=s.mqar_eval_batches)
 
 
@@ -111,7 +119,9 @@ def run(suite) -> ClaimResult:
         "(key-value pairs, sequence) " + ", ".join(f"({k}, {n})" for k, n in s.mqar_settings)
         + f"; models d = {s.mqar_d}, {s.mqar_layers} layers (the zoo's smallest MLP, ffn_mult 1, after each mixer: "
         "its blocks have no MLP-free form; Mamba2 has none); "
-        f"{s.mqar_steps:,} steps of batch {s.mqar_batch_size}, seed 0; the first setting at every lr of "
+        f"{s.mqar_steps:,} steps of batch {s.mqar_batch_size} on the first setting and the same tokens per model "
+        f"on the others ({', '.join(f'{steps_at(s, x):,}' for x in s.mqar_settings[1:]) or '-'} steps), "
+        f"seed 0; the first setting at every lr of "
         f"{', '.join(f'{x:g}' for x in s.mqar_lrs)} for every model (each model's best counts), the others at "
         "each model's best lr there. "
         f"Chance {1 / (s.mqar_vocab - s.mqar_vocab // 2):.4f}."))

@@ -53,7 +53,7 @@ class Scale:
     mqar_vocab: int  # keys from its lower half, values from its upper half
     mqar_d: int
     mqar_layers: int
-    mqar_steps: int
+    mqar_steps: int  # on the first setting; the others get as many tokens (fewer steps of longer sequences)
     mqar_lrs: tuple  # every architecture at every setting and lr: each model's best counts
     mqar_batch_size: int
     mqar_eval_batches: int  # held-out batches of mqar_batch_size per evaluation (>= 1,000 sequences at default)
