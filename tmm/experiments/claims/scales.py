@@ -3,9 +3,9 @@
 ``small`` is the 2-3 minute smoke version the tests run (every claim's code
 path, sizes far too small for any verdict); ``quick`` is the default's
 models at shorter lengths, fewer steps and one seed (its copy claim, at
-n = 128, is the README's main job, under 10 minutes); ``default`` is what
-this 2-core CPU affords in about three hours; ``paper`` is the authors' sizes (meant for
-``--device cuda``). Budgets are steps and tokens, never wall-clock: the same
+n = 128, is the README's main job, under 10 minutes); ``default`` takes
+this 2-core CPU an estimated 8 hours, MQAR about half; ``paper`` is the
+authors' sizes (meant for ``--device cuda``). Budgets are steps and tokens, never wall-clock: the same
 scale trains the same tokens on any machine.
 """
 from __future__ import annotations
@@ -16,9 +16,8 @@ from ..errors import SettingsError
 
 __all__ = ["Scale", "SCALES", "scale"]
 
-# MQAR at default: steps of batch 64 per (setting, lr, model). Sized from one calibration on this CPU
-# (docs/experiments.md, "MQAR as Zoology runs it"): the Transformer at (4 pairs, 64 tokens) needs more
-# than the 3,000 steps that took it to 0.75 at lr 1e-3.
+# MQAR at default: steps of batch 64 on the first setting (docs/experiments.md, "MQAR as Zoology runs it"):
+# the issue's trial had the Transformer at (4 pairs, 64 tokens) at 0.75 after 3,000 steps at lr 1e-3.
 MQAR_DEFAULT_STEPS = 6_000
 
 
