@@ -335,6 +335,7 @@ def test_retention_random_tokens_measure_against_zero():
 
 def test_retention_missing_runs():
     assert "capacity" not in retention(extraction_tmm=50.0, **EXTRACTION)  # a job of one mode judges that mode
+    assert [v.verdict for v in retention_claim.verdicts([], "h", modes=["capacity"])] == [U]  # a job without rows
     assert retention(capacity_tmm=20.0, capacity_none=0.0, capacity_hyena=None)["capacity"] == U  # no result
     partial = {k: v for k, v in CAPACITY.items() if k != "capacity_mamba2"}
     assert retention(capacity_tmm=20.0, **partial)["capacity"] == U  # mamba2 did not run

@@ -107,7 +107,7 @@ def run(suite) -> ClaimResult:
                       "corpus, encoders from claim 1's checkpoints" if settings.encoder else
                       "corpus, encoders pretrained here")
             c.tables.append((f"Harness `{name}`, {mode} ({source}):", "\n".join([header] + body)))
-            c.verdicts += verdicts(rows, name, random_source=(mode == "capacity"))
+            c.verdicts += verdicts(rows, name, modes=[mode], random_source=(mode == "capacity"))
             for png in ("retention_loss_by_position.png", "retention_by_position.png"):
                 if (suite.root / job_path(name, mode) / png).is_file():
                     c.plots.append(f"{job_path(name, mode)}/{png}")
@@ -122,15 +122,15 @@ CLAIMS = {"extraction": (("transformer", "hyena", "mamba2"), "TMM's state allows
           "capacity": (("hyena", "mamba2"), "TMM holds more information than Hyena or Mamba2")}
 
 
-def verdicts(rows, harness, random_source=None) -> list:
+def verdicts(rows, harness, modes=None, random_source=None) -> list:
     """The rules of the module docstring on one job's table rows (each with
-    mode, arch, bits_recovered), one verdict per mode the rows hold;
-    ``random_source`` (default: capacity is on random tokens) floors the
-    zero-vector reference at 0."""
+    mode, arch, bits_recovered), one verdict per mode of ``modes`` (default:
+    those the rows hold); ``random_source`` (default: capacity is on random
+    tokens) floors the zero-vector reference at 0."""
     bits = {(r["mode"], r["arch"]): r.get("bits_recovered") for r in rows}
     bits = {k: v for k, v in bits.items() if v is not None}
     out = []
-    for mode in [m for m in CLAIMS if any(r["mode"] == m for r in rows)]:
+    for mode in modes or [m for m in CLAIMS if any(r["mode"] == m for r in rows)]:
         rivals, claim = CLAIMS[mode]
         floor = (mode == "capacity") if random_source is None else random_source
         mine = bits.get((mode, "tmm"))
