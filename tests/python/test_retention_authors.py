@@ -169,10 +169,10 @@ def test_gradients_reach_the_encoder_only_in_capacity(arch, restore_threads):
 
 def test_mode_defaults_and_errors_name_the_flag():
     s = RetentionSettings(mode="authors").checked()
-    assert (s.decoder_d, s.decoder_layers, s.position) == (None, 4, -2)
-    assert MODE_DEFAULTS["authors"] == {"decoder_d": None, "decoder_layers": 4, "position": -2}
+    assert (s.decoder_d, s.decoder_layers, s.position, s.decoder_heads) == (None, 4, -2, 4)
+    assert MODE_DEFAULTS["authors"] == {"decoder_d": None, "decoder_layers": 4, "position": -2, "decoder_heads": 4}
     s = RetentionSettings().checked()
-    assert (s.mode, s.decoder_d, s.decoder_layers, s.position) == ("batchnorm", 128, 2, -1)
+    assert (s.mode, s.decoder_d, s.decoder_layers, s.position, s.decoder_heads) == ("batchnorm", 128, 2, -1, 4)
     assert RetentionSettings(mode="authors", decoder_layers=16).checked().decoder_layers == 16
     with pytest.raises(SettingsError, match="--mode: expected one of batchnorm, authors, got 'nope'"):
         RetentionSettings(mode="nope").checked()
