@@ -50,6 +50,10 @@ def parse_args(argv=None):
     p.add_argument("--encoder", action="append", default=[], metavar="ARCH=CHECKPOINT",
                    help="extraction: use this saved model as ARCH's frozen encoder instead of pretraining it")
     p.add_argument("--n", type=int, default=D.n, help="tokens per window (the input to regenerate)")
+    p.add_argument("--source", choices=["corpus", "random"], default=D.source,
+                   help="corpus: windows of the lm task; random: uniform random tokens out of --random-vocab "
+                        "(capacity only), scored in bits recovered beyond a uniform guess")
+    p.add_argument("--random-vocab", type=int, default=D.random_vocab, help="--source random: the vocabulary")
     p.add_argument("--corpus", default=None, help="text/JSONL/Parquet file or folder (default: the KJV corpus)")
     p.add_argument("--tokenizer", choices=["byte", "bpe"], default=D.tokenizer)
     p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
@@ -66,6 +70,12 @@ def parse_args(argv=None):
                    help=f"decoder blocks (default: {MODE_DEFAULTS['batchnorm']['decoder_layers']} in batchnorm "
                         f"mode, {MODE_DEFAULTS['authors']['decoder_layers']} in authors mode, a CPU-sized depth; "
                         f"the authors': {AUTHORS_DECODER_LAYERS})")
+    p.add_argument("--decoder-heads", type=int, default=None,
+                   help="decoder mixer heads (default 4 in both modes, as the authors' decoder; authors mode: "
+                        "0 = one flat masked matrix)")
+    p.add_argument("--level-off", action="store_true",
+                   help="train each decoder until its held-out loss levels off (tmm.experiments.levelling); "
+                        "--steps is then the cap")
     p.add_argument("--position", type=int, default=None,
                    help=f"the encoder position read (default: {MODE_DEFAULTS['batchnorm']['position']} in "
                         f"batchnorm mode, {MODE_DEFAULTS['authors']['position']} in authors mode)")

@@ -46,7 +46,7 @@ def test_small_scale_runs_every_claim(small_suite):
     assert (out / "copy" / "copy_accuracy.png").is_file()
     # the trained TMMs' initial vectors are kept, so the operator-index rule can tell whether they moved
     assert (out / "copy" / "n16" / "seed0" / "checkpoints" / "tmm" / operator_index.INITIAL_VECTORS).is_file()
-    assert list((out / "retention").glob(f"*/capacity-encoders/tmm/{operator_index.INITIAL_VECTORS}"))
+    assert list((out / "retention").glob(f"*/capacity-random/capacity-encoders/tmm/{operator_index.INITIAL_VECTORS}"))
     index = next(c for c in result.claims if c.name == "operator-index")
     assert "initial vectors not saved" not in index.verdicts[0].evidence
 
@@ -64,11 +64,11 @@ def test_a_second_run_trains_nothing_and_keeps_the_report(small_suite):
 
 def test_a_job_with_other_settings_is_an_error(small_suite, tmp_path):
     out, _, _ = small_suite
-    done = out / "mqar" / "kv2-len16" / DONE_FILE
+    done = out / "mqar" / "kv2-len16" / "lr0.003" / DONE_FILE
     saved = done.read_text()
     try:
         done.write_text(json.dumps({**json.loads(saved), "steps": 999}))
-        with pytest.raises(SettingsError, match="kv2-len16 holds a finished job with other settings"):
+        with pytest.raises(SettingsError, match="kv2-len16/lr0.003 holds a finished job with other settings"):
             run_claims(ClaimsSettings(scale="small", out=str(out), only="mqar", no_progress=True),
                        say=lambda m: None)
     finally:
@@ -88,8 +88,8 @@ def test_an_unfinished_job_is_resumed(tmp_path, monkeypatch):
     s = ClaimsSettings(scale="small", out=str(tmp_path), only="mqar", no_progress=True)
     with pytest.raises(KeyboardInterrupt):
         run_claims(s, say=lambda m: None)
-    (tmp_path / "mqar" / "sizing" / "lr0.003").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "mqar" / "sizing" / "lr0.003" / "config.json").write_text("{}")
+    (tmp_path / "mqar" / "kv2-len16" / "lr0.003").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "mqar" / "kv2-len16" / "lr0.003" / "config.json").write_text("{}")
     with pytest.raises(KeyboardInterrupt):
         run_claims(s, say=lambda m: None)
     assert seen == [False, True]

@@ -213,16 +213,17 @@ def test_a_job_is_read_with_the_current_flops_estimate(tmp_path):
     assert [r["flops_est"] for r in rows] == [0.0, flops_per_token(cfg, params, 64) * 5120]
 
 
-# -- MQAR --------------------------------------------------------------------------------------------------
+# -- MQAR (the project's own test) --------------------------------------------------------------------------
 
 def mqar(**acc):
-    return mqar_claim.verdict({k.replace("_", "-"): pooled(k, [v]) for k, v in acc.items()}, (4, 64)).verdict
+    return mqar_claim.verdict({k.replace("_", "-"): v for k, v in acc.items()}, (4, 64)).verdict
 
 
 def test_mqar_separates_only_when_the_transformer_learns():
     assert mqar_claim.SEPARATES == 0.9 and mqar_claim.MARGIN == 0.05
     assert mqar(tmm=0.9, transformer=0.9, hyena=0.1, hyena_ar=0.1) == C  # 0.9 separates
     assert mqar(tmm=0.9, transformer=0.9 - EPS, hyena=0.1, hyena_ar=0.1) == U
+    assert mqar(tmm=0.1, transformer=0.9 - EPS, hyena=0.9, hyena_ar=0.9) == U  # however the others do
 
 
 def test_mqar_better_is_strict():
@@ -231,6 +232,7 @@ def test_mqar_better_is_strict():
     assert mqar(tmm=0.55 - EPS, **base) == N  # within the margin
     assert mqar(tmm=0.55 + EPS, **base) == C
     assert mqar(tmm=0.75, **base, mamba2=1.0) == C  # Mamba2 takes no part
+    assert mqar(tmm=0.55 + EPS, transformer=1.0, hyena=0.5, hyena_ar=0.25) == C  # either Hyena may be the better
 
 
 def test_mqar_missing_runs():
@@ -239,52 +241,116 @@ def test_mqar_missing_runs():
     assert mqar(tmm=1.0, transformer=1.0) == U  # no Hyena
     assert mqar(tmm=1.0, transformer=1.0, hyena=0.1) == U  # hyena-ar did not run, TMM beats the other
     assert mqar(tmm=0.5, transformer=1.0, hyena_ar=0.5) == N  # and when it does not, that settles it
+    assert mqar(tmm=1.0, transformer=1.0, hyena=None, hyena_ar=0.1) == U  # None: no result
 
 
-# -- retention ---------------------------------------------------------------------------------------------
+def test_mqar_each_model_counts_at_its_best_lr():
+    def job(**acc_status):
+        return {k: ModelResult(k, 1, st, acc, 1.0, None, []) for k, (acc, st) in acc_status.items()}
+    sweep = {1e-3: job(tmm=(0.3, "done"), transformer=(0.95, "done")),
+             3e-3: job(tmm=(0.6, "done"), transformer=(0.99, "diverged")),
+             1e-2: None}  # a job that did not run
+    assert mqar_claim.best_over_lrs(sweep) == {"tmm": (0.6, 3e-3), "transformer": (0.95, 1e-3)}
+    tie = {1e-3: job(tmm=(0.5, "done")), 3e-3: job(tmm=(0.5, "done"))}
+    assert mqar_claim.best_over_lrs(tie) == {"tmm": (0.5, 1e-3)}  # the first lr of the sweep keeps a tie
+    assert mqar_claim.best_over_lrs({1e-3: job(tmm=(None, "done"))}) == {}
 
-def retention(**acc):
-    """{mode: verdict} for "mode_arch" -> token accuracy."""
-    rows = [{"mode": k.split("_")[0], "arch": k.split("_", 1)[1], "token_acc": v} for k, v in acc.items()]
-    return {v.claim.split(", ")[1].split(":")[0]: v.verdict for v in retention_claim.verdicts(rows, "h")}
+
+def test_mqar_task_is_zoologys():
+    from tmm.experiments.claims.scales import SCALES
+    import torch
+    import tmm.tasks
+    s = SCALES["default"]
+    assert s.mqar_vocab >= 256 and s.mqar_settings == ((4, 64), (8, 128), (16, 256))
+    assert s.mqar_eval_batches * s.mqar_batch_size >= 1000 and len(s.mqar_lrs) >= 3
+    task = tmm.tasks.make("mqar", **mqar_claim.task_options(s, (4, 64)))
+    ids, labels = task.batch(64, torch.Generator().manual_seed(0))
+    half = s.mqar_vocab // 2
+    keys, values = ids[:, 0:8:2], ids[:, 1:8:2]
+    assert ((keys >= 1) & (keys < half)).all() and ((values >= half) & (values < s.mqar_vocab)).all()
+    scored = labels != -100
+    assert (scored.sum(1) == 4).all() and not scored[:, :8].any()  # each key queried once, after the pairs
+    assert ((labels[scored] >= half)).all()  # scored only on values
+    queries = ids[:, 8:]
+    assert ((queries == 0) | ((queries >= 1) & (queries < half))).all()  # no random fillers: zeros and keys
+    assert ((queries > 0).sum(1) == 4).all()
 
 
-M = retention_claim.MARGIN
-EXTRACTION = {"extraction_transformer": 0.4, "extraction_hyena": 0.3, "extraction_mamba2": 0.3, "extraction_none": 0.2}
-CAPACITY = {"capacity_hyena": 0.5, "capacity_mamba2": 0.4, "capacity_none": 0.2}
+# -- retention (bits recovered) ----------------------------------------------------------------------------
+
+def retention(random_source=None, **bits):
+    """{mode: verdict} for "mode_arch" -> bits recovered."""
+    rows = [{"mode": k.split("_")[0], "arch": k.split("_", 1)[1], "bits_recovered": v} for k, v in bits.items()]
+    return {v.claim.split(", ")[1].split(":")[0]: v.verdict
+            for v in retention_claim.verdicts(rows, "h", random_source=random_source)}
+
+
+M = retention_claim.MARGIN_BITS
+EXTRACTION = {"extraction_transformer": 40.0, "extraction_hyena": 30.0, "extraction_mamba2": 30.0,
+              "extraction_none": 20.0}
+CAPACITY = {"capacity_hyena": 10.0, "capacity_mamba2": 8.0, "capacity_none": 0.0}
 
 
 def test_retention_margin_is_strict():
-    assert M == 0.02
-    assert retention(extraction_tmm=0.6, capacity_tmm=0.7, **EXTRACTION, **CAPACITY) == {"extraction": C, "capacity": C}
-    assert retention(extraction_tmm=0.4, capacity_tmm=0.5, **EXTRACTION, **CAPACITY) == {"extraction": N,
-                                                                                           "capacity": N}  # ties
-    assert retention(extraction_tmm=0.42 - EPS, capacity_tmm=0.52 - EPS, **EXTRACTION, **CAPACITY) == \
-        {"extraction": N, "capacity": N}
-    assert retention(extraction_tmm=0.42 + EPS, capacity_tmm=0.52 + EPS, **EXTRACTION, **CAPACITY) == \
+    assert M == 1.0
+    assert retention(extraction_tmm=50.0, capacity_tmm=20.0, **EXTRACTION, **CAPACITY) == \
         {"extraction": C, "capacity": C}
+    assert retention(extraction_tmm=40.0, capacity_tmm=10.0, **EXTRACTION, **CAPACITY) == \
+        {"extraction": N, "capacity": N}  # ties
+    assert retention(extraction_tmm=41.0 - EPS, capacity_tmm=11.0 - EPS, **EXTRACTION, **CAPACITY) == \
+        {"extraction": N, "capacity": N}
+    assert retention(extraction_tmm=41.0 + EPS, capacity_tmm=11.0 + EPS, **EXTRACTION, **CAPACITY) == \
+        {"extraction": C, "capacity": C}
+    assert retention(extraction_tmm=35.0, **EXTRACTION)["extraction"] == N  # behind the Transformer only
 
 
 def test_retention_needs_information_above_the_zero_vector():
-    flat = {f"extraction_{a}": 0.2 for a in ("tmm", "transformer", "hyena", "mamba2", "none")}
+    flat = {f"extraction_{a}": 20.0 for a in ("tmm", "transformer", "hyena", "mamba2", "none")}
     assert retention(**flat)["extraction"] == U
-    assert retention(**{**flat, "extraction_transformer": 0.2 + M})["extraction"] == U  # 0.02 above: no information
-    assert retention(**{**flat, "extraction_transformer": 0.2 + M + EPS})["extraction"] == N  # TMM now trails
-    assert retention(**{**flat, "extraction_tmm": 0.25})["extraction"] == C
+    assert retention(**{**flat, "extraction_transformer": 20.0 + M})["extraction"] == U  # 1 bit above: no information
+    assert retention(**{**flat, "extraction_transformer": 20.0 + M + EPS})["extraction"] == N  # TMM now trails
+    assert retention(**{**flat, "extraction_tmm": 25.0})["extraction"] == C
     # capacity: the Transformer is no rival, but its state shows the harness carries information
-    flat = {f"capacity_{a}": 0.2 for a in ("tmm", "hyena", "mamba2", "none")}
+    flat = {f"capacity_{a}": 0.0 for a in ("tmm", "hyena", "mamba2", "none")}
     assert retention(**flat)["capacity"] == U
-    assert retention(**flat, capacity_transformer=0.3)["capacity"] == N
+    assert retention(**flat, capacity_transformer=3.0)["capacity"] == N
+    # one token recovered out of 16 (4 bits) shows
+    assert retention(**{**flat, "capacity_tmm": 4.0})["capacity"] == C
+
+
+def test_retention_random_tokens_measure_against_zero():
+    # on random tokens the zero state's optimum is 0 bits: a baseline decoder short of it does not lower the bar
+    base = {"capacity_hyena": 0.5, "capacity_mamba2": 0.5, "capacity_none": -2.0}
+    assert retention(capacity_tmm=1.0 - EPS + 0.5, **base)["capacity"] == N  # within 1 bit of Hyena
+    assert retention(capacity_tmm=1.0 - EPS, **{**base, "capacity_hyena": -1.0, "capacity_mamba2": -1.0}) == \
+        {"capacity": U}  # nobody 1 bit above 0, although 3 bits above the measured -2
+    assert retention(capacity_tmm=1.0 + EPS, **{**base, "capacity_hyena": -1.0, "capacity_mamba2": -1.0}) == \
+        {"capacity": C}
+    # on the corpus (extraction) the measured baseline is the bar, whatever its sign
+    assert retention(extraction_tmm=-0.5, extraction_transformer=-2.0, extraction_hyena=-2.0,
+                     extraction_mamba2=-2.0, extraction_none=-2.0)["extraction"] == C
+    assert retention(random_source=False, capacity_tmm=-0.5, capacity_hyena=-2.0, capacity_mamba2=-2.0,
+                     capacity_none=-2.0)["capacity"] == C
 
 
 def test_retention_missing_runs():
-    assert retention(extraction_tmm=0.6, **EXTRACTION)["capacity"] == U  # capacity not run
+    assert "capacity" not in retention(extraction_tmm=50.0, **EXTRACTION)  # a job of one mode judges that mode
+    assert [v.verdict for v in retention_claim.verdicts([], "h", modes=["capacity"])] == [U]  # a job without rows
+    assert retention(capacity_tmm=20.0, capacity_none=0.0, capacity_hyena=None)["capacity"] == U  # no result
     partial = {k: v for k, v in CAPACITY.items() if k != "capacity_mamba2"}
-    assert retention(capacity_tmm=0.7, **partial)["capacity"] == U  # mamba2 did not run
-    assert retention(capacity_tmm=0.45, **partial)["capacity"] == N  # behind hyena, which did
+    assert retention(capacity_tmm=20.0, **partial)["capacity"] == U  # mamba2 did not run
+    assert retention(capacity_tmm=9.0, **partial)["capacity"] == N  # behind hyena, which did
     no_base = {k: v for k, v in CAPACITY.items() if k != "capacity_none"}
-    assert retention(capacity_tmm=0.7, **no_base)["capacity"] == U  # no zero-vector baseline to compare with
+    assert retention(capacity_tmm=20.0, **no_base)["capacity"] == U  # no zero-vector baseline to compare with
     assert retention(**CAPACITY)["capacity"] == U  # no TMM
+
+
+def test_bits_recovered_is_zero_for_a_uniform_guess_and_log2_v_per_token():
+    import math
+    from tmm.experiments.retention_model import bits_recovered
+    assert bits_recovered([math.log(16)] * 32, 16) == pytest.approx(0.0, abs=1e-12)
+    assert bits_recovered([0.0] + [math.log(16)] * 31, 16) == pytest.approx(4.0)  # one token recovered exactly
+    assert bits_recovered([math.log(32)] * 2, 16) == pytest.approx(-2.0)  # worse than uniform: negative
 
 
 # -- ablation ----------------------------------------------------------------------------------------------

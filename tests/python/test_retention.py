@@ -4,6 +4,7 @@ the only path, a smoke run of the driver writes its report, and the script
 runs it from its command line."""
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -171,3 +172,50 @@ def test_resume_keeps_finished_runs_and_refuses_other_settings(corpus, tmp_path,
         run_retention(dataclasses.replace(settings, resume=True, steps=3))
     with pytest.raises(SettingsError, match="--resume needs --out"):
         RetentionSettings(resume=True).checked()
+
+
+def test_capacity_on_random_tokens_in_bits_until_the_loss_levels_off(tmp_path, restore_threads):
+    out = tmp_path / "bits"
+    settings = RetentionSettings(modes="capacity", mode="authors", configs=str(REPO / "models" / "tmm-tiny.json"),
+                                 source="random", random_vocab=8, n=8, steps=40, batch_size=4, decoder_layers=1,
+                                 eval_batches=1, final_eval_batches=2, level_off=True, threads=1, out=str(out),
+                                 no_progress=True)
+    result = run_retention(settings)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["task"] == {"seq_len": 8, "vocab": 8} and summary["args"]["decoder_heads"] == 4
+    runs = {r["arch"]: r for r in summary["runs"]}
+    for r in runs.values():
+        # bits recovered = sum over positions of log2 V - CE / ln 2, from the per-position loss
+        assert len(r["position_loss"]) == 8
+        assert r["bits_recovered"] == pytest.approx(sum(3.0 - ce / math.log(2) for ce in r["position_loss"]))
+        assert r["steps"] <= 40 and (r["levelled"] is None) == (r["steps"] == 40)
+    assert [r["arch"] for r in result.table] == ["tmm", "none"] and "bits recovered" in result.markdown
+    assert "levelled off" in (out / "summary.md").read_text() or all(r["steps"] == 40 for r in runs.values())
+    pytest.importorskip("matplotlib")
+    assert (out / "retention_loss_by_position.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_random_source_settings():
+    with pytest.raises(SettingsError, match="--source random applies to --modes capacity only"):
+        RetentionSettings(source="random").checked()
+    with pytest.raises(SettingsError, match="--source: expected one of corpus, random"):
+        RetentionSettings(source="noise").checked()
+    with pytest.raises(SettingsError, match="--decoder-heads must be an integer >= 1 \\(mode batchnorm\\)"):
+        RetentionSettings(decoder_heads=0).checked()
+    assert RetentionSettings(mode="authors", decoder_heads=0).checked().decoder_heads == 0  # the flat decoder
+    assert RetentionSettings(mode="authors").checked().decoder_heads == 4
+
+
+def test_a_run_saved_before_decoder_heads_resumes_only_as_the_flat_decoder(tmp_path, restore_threads):
+    out = tmp_path / "old"
+    settings = RetentionSettings(modes="capacity", mode="authors", configs=str(REPO / "models" / "tmm-tiny.json"),
+                                 source="random", random_vocab=8, n=8, steps=2, batch_size=2, decoder_layers=1,
+                                 eval_batches=1, final_eval_batches=1, threads=1, out=str(out), no_progress=True)
+    run_retention(settings)
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("decoder_heads", "source", "random_vocab", "level_off"):  # as a run of the former code saved it
+        del summary["args"][key]
+    summary["args"]["task_option"] = []
+    (out / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(SettingsError, match="--decoder-heads: the run had 0, this command 4"):
+        run_retention(dataclasses.replace(settings, resume=True))

@@ -4,6 +4,7 @@ its formula, the raw last block's state at position -2, the masked-mixer
 decoder, what is trained in each experiment, the mode's defaults and
 errors, and smoke runs of both modes (library entry point and script)."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -79,14 +80,32 @@ def test_masked_mixer_decoder_is_the_authors():
     torch.manual_seed(2)
     dec = MaskedMixerDecoder(12, 50, 9, layers=3)
     assert len(dec.blocks) == 3 and dec.bottleneck.proj.in_features == 6 and dec.bottleneck.proj.out_features == 12
-    for block in dec.blocks:
-        assert block.mixer.variant == "masked" and block.mixer.heads == 0
+    for block in dec.blocks:  # their MixerHead: 4 heads, each its own masked matrix, projections around them
+        assert block.mixer.variant == "masked" and block.mixer.heads == 4
         assert block.block_order == "mixer_first" and block.activation == "gelu"
-        assert tuple(block.mixer.weight.shape) == (1, 9, 9)
+        assert tuple(block.mixer.weight.shape) == (4, 9, 9)
+        for proj in (block.mixer.in_proj, block.mixer.out_proj):  # nn.Linear's init, U(+-1/sqrt(12))
+            assert proj.weight.abs().max() <= 1 / math.sqrt(12) and proj.bias.abs().max() <= 1 / math.sqrt(12)
     assert dec.head.bias is None
     z = torch.randn(4, 12)
     assert dec(z).shape == (4, 9, 50)
     assert MaskedMixerDecoder(12, 50, 9, d=20, layers=1)(z).shape == (4, 9, 50)
+    flat = MaskedMixerDecoder(12, 50, 9, layers=1, heads=0)  # the flat variant (this harness's decoder before)
+    assert flat.blocks[0].mixer.heads == 0 and tuple(flat.blocks[0].mixer.weight.shape) == (1, 9, 9)
+    with pytest.raises(ValueError, match="heads must be 0"):
+        MaskedMixerDecoder(12, 50, 9, heads=5)
+
+
+def test_each_head_mixes_only_its_channels_causally():
+    torch.manual_seed(4)
+    mixer = MaskedMixerDecoder(8, 10, 6, layers=1).blocks[0].mixer
+    x = torch.randn(1, 6, 8)
+    h = mixer.in_proj(x)
+    y = x.new_zeros(1, 6, 8)
+    for g in range(4):  # head g: its own lower-triangular matrix over positions, on channels 2g, 2g + 1
+        m = mixer.weight[g, :6, :6].tril()
+        y[0, :, 2 * g:2 * g + 2] = m @ h[0, :, 2 * g:2 * g + 2] + mixer.bias[g, :6, None]
+    assert torch.allclose(mixer(x), mixer.out_proj(y), atol=1e-6)
 
 
 @pytest.mark.parametrize("arch", TINY)
@@ -150,10 +169,10 @@ def test_gradients_reach_the_encoder_only_in_capacity(arch, restore_threads):
 
 def test_mode_defaults_and_errors_name_the_flag():
     s = RetentionSettings(mode="authors").checked()
-    assert (s.decoder_d, s.decoder_layers, s.position) == (None, 4, -2)
-    assert MODE_DEFAULTS["authors"] == {"decoder_d": None, "decoder_layers": 4, "position": -2}
+    assert (s.decoder_d, s.decoder_layers, s.position, s.decoder_heads) == (None, 4, -2, 4)
+    assert MODE_DEFAULTS["authors"] == {"decoder_d": None, "decoder_layers": 4, "position": -2, "decoder_heads": 4}
     s = RetentionSettings().checked()
-    assert (s.mode, s.decoder_d, s.decoder_layers, s.position) == ("batchnorm", 128, 2, -1)
+    assert (s.mode, s.decoder_d, s.decoder_layers, s.position, s.decoder_heads) == ("batchnorm", 128, 2, -1, 4)
     assert RetentionSettings(mode="authors", decoder_layers=16).checked().decoder_layers == 16
     with pytest.raises(SettingsError, match="--mode: expected one of batchnorm, authors, got 'nope'"):
         RetentionSettings(mode="nope").checked()

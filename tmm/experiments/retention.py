@@ -68,7 +68,9 @@ from . import operator_index
 from .budget import EvenShares
 from .errors import SettingsError
 from .model_configs import config_names, fit_to_task, labels_for, read_config
-from .retention_model import DECODER_MODES, Autoencoder, RegenerateTask, position_accuracy
+from .levelling import LevelOff, train_until_level
+from .retention_model import (DECODER_MODES, Autoencoder, RandomTokens, RegenerateTask, bits_recovered,
+                              position_metrics)
 from .retention_report import markdown, write_plots, write_report
 from .saved_settings import RESUME_REFUSAL, check_same
 from .task_options import parse_task_options
@@ -80,8 +82,14 @@ MODES = ("extraction", "capacity")
 # Each decoder mode's defaults for the settings left at None. "authors":
 # decoder_d None = each encoder's own d (their Linear(d/2, d)); 4 blocks is
 # the CPU-sized depth, theirs is 16 (decoder_layers=16).
-MODE_DEFAULTS = {"batchnorm": {"decoder_d": 128, "decoder_layers": 2, "position": -1},
-                 "authors": {"decoder_d": None, "decoder_layers": 4, "position": -2}}
+MODE_DEFAULTS = {"batchnorm": {"decoder_d": 128, "decoder_layers": 2, "position": -1, "decoder_heads": 4},
+                 "authors": {"decoder_d": None, "decoder_layers": 4, "position": -2, "decoder_heads": 4}}
+# The decoder heads of runs saved before the setting existed (summary.json without it): the
+# batchnorm decoder always had 4, the authors' masked mixer was flat. Such a run resumes only as that.
+_FORMER_DECODER_HEADS = {"batchnorm": 4, "authors": 0}
+# Likewise the other settings added since: what every run before them did.
+_FORMER = {"source": "corpus", "random_vocab": 16, "level_off": False}
+SOURCES = ("corpus", "random")
 AUTHORS_DECODER_LAYERS = 16  # their information_extraction.py
 # Settings that may differ when a run is resumed: they change how, not what, it computes.
 RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "save_encoders"}
@@ -101,6 +109,9 @@ class RetentionSettings:
     baseline: bool = True  # the zero-vector baseline ("none")
     encoder: dict = dataclasses.field(default_factory=dict)  # extraction: arch -> checkpoint, instead of pretraining
     n: int = 32  # tokens per window (the input to regenerate)
+    # corpus: windows of the lm task; random: uniform random tokens out of random_vocab (capacity only)
+    source: str = "corpus"
+    random_vocab: int = 16
     corpus: Optional[str] = None  # text/JSONL/Parquet file or folder (default: the KJV corpus)
     tokenizer: str = "byte"  # byte or bpe
     task_option: list = dataclasses.field(default_factory=list)  # "KEY=VALUE" options of the lm task
@@ -110,6 +121,9 @@ class RetentionSettings:
     lr: float = 1e-3
     decoder_d: Optional[int] = None  # decoder width (None: the mode's, MODE_DEFAULTS)
     decoder_layers: Optional[int] = None  # decoder blocks (None: the mode's; authors' own value 16)
+    decoder_heads: Optional[int] = None  # decoder mixer heads (None: the mode's, 4; authors mode 0 = flat)
+    # train each decoder until its held-out loss levels off (tmm.experiments.levelling), steps the cap
+    level_off: bool = False
     position: Optional[int] = None  # the encoder position read (None: the mode's, -1 or -2)
     eval_batches: int = 4  # held-out batches per evaluation during training
     final_eval_batches: int = 16  # held-out batches of the final per-position accuracy
@@ -138,8 +152,18 @@ class RetentionSettings:
         for name, value in MODE_DEFAULTS[s.mode].items():
             if getattr(s, name) is None:
                 setattr(s, name, value)
+        if s.source not in SOURCES:
+            raise SettingsError(f"--source: expected one of {', '.join(SOURCES)}, got {s.source!r}")
+        if s.source == "random" and "extraction" in s.modes:
+            raise SettingsError("--source random applies to --modes capacity only: extraction reads a language "
+                                "model, which random tokens cannot train")
+        if isinstance(s.decoder_heads, bool) or not isinstance(s.decoder_heads, int) or s.decoder_heads < 0 or \
+                (s.mode == "batchnorm" and s.decoder_heads < 1):
+            raise SettingsError(f"--decoder-heads must be an integer >= {1 if s.mode == 'batchnorm' else 0} "
+                                f"(mode {s.mode}), got {s.decoder_heads!r}")
         for name in ("n", "pretrain_steps", "steps", "batch_size", "decoder_layers", "eval_batches",
-                     "final_eval_batches", "threads") + (("decoder_d",) if s.decoder_d is not None else ()):
+                     "final_eval_batches", "threads", "random_vocab") + \
+                (("decoder_d",) if s.decoder_d is not None else ()):
             value, flag = getattr(s, name), f"--{name.replace('_', '-')}"
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SettingsError(f"{flag} must be an integer, got {value!r}")
@@ -151,6 +175,12 @@ class RetentionSettings:
             raise SettingsError(f"--position must be an integer in [-{s.n}, {s.n - 1}] (--n {s.n}), "
                                 f"got {s.position!r}")
         return s
+
+    def task(self):
+        """The source of the windows: the lm task, or random tokens."""
+        if self.source == "random":
+            return RandomTokens(self.n, self.random_vocab)
+        return tmm.tasks.make("lm", **self.task_options())
 
     def task_options(self) -> dict:
         opts = {"seq_len": self.n, "tokenizer": self.tokenizer}
@@ -169,9 +199,9 @@ class RetentionResult:
     notes: list
 
 
-def _train_config(s, steps, desc, cap):
+def _train_config(s, steps, desc, cap, evaluations=10):
     return TrainConfig(steps=steps, batch_size=s.batch_size, lr=s.lr, warmup=max(1, steps // 10),
-                       seed=s.seed, eval_every=max(1, steps // 10), eval_batches=s.eval_batches,
+                       seed=s.seed, eval_every=max(1, steps // evaluations), eval_batches=s.eval_batches,
                        threads=s.threads, time_budget_s=cap, progress=not s.no_progress, desc=desc)
 
 
@@ -207,7 +237,8 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=
     torch.manual_seed(s.seed + 1)  # the same decoder initialisation for every encoder
     d_in = int(cfg["d_model"]) if cfg else (s.decoder_d or baseline_d or _BASELINE_D)
     model = Autoencoder(encoder, task.vocab_size, task.seq_len, frozen=(mode == "extraction"),
-                        position=s.position, d_in=d_in, mode=s.mode, d=s.decoder_d, layers=s.decoder_layers)
+                        position=s.position, d_in=d_in, mode=s.mode, d=s.decoder_d, layers=s.decoder_layers,
+                        heads=s.decoder_heads)
     saved = s.save_encoders and mode == "capacity" and hasattr(model.encoder, "save")  # not a Python twin
     if saved:  # the starting point, so that the operator-index analysis can tell whether training moved the vectors
         operator_index.save_initial_vectors(model.encoder, Path(s.out) / "capacity-encoders" / label)
@@ -220,16 +251,23 @@ def run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d=
         res["rows"].append(r)
         log({"phase": mode, **r})
 
+    desc = f"{label} {mode[:4]}"
     try:
-        out = train(model, regen, _train_config(s, s.steps, f"{label} {mode[:4]}", budget.cap()), log=log_row)
+        if s.level_off:  # evaluations often enough for the detector to see the plateau
+            out = train_until_level(model, regen, _train_config(s, s.steps, desc, budget.cap(), evaluations=50),
+                                    LevelOff(min_step=2 * max(1, s.steps // 10)), log=log_row)  # twice the warm-up
+            res["levelled"] = out.levelled
+        else:
+            out = train(model, regen, _train_config(s, s.steps, desc, budget.cap()), log=log_row)
     except NonFiniteError as e:
         res.update(status="diverged", note=str(e), steps=e.step - 1)
         return res
     res.update(steps=out.steps, wall_s=out.wall_s, final_loss=out.final["eval_loss"])
     if out.stopped_early:
         res.update(status="stopped", note=out.stopped_early)
-    res["position_acc"] = position_accuracy(model, eval_set)
+    res["position_acc"], res["position_loss"] = position_metrics(model, eval_set)
     res["final_acc"] = sum(res["position_acc"]) / len(res["position_acc"])
+    res["bits_recovered"] = bits_recovered(res["position_loss"], task.vocab_size)
     if saved:
         model.encoder.save(Path(s.out) / "capacity-encoders" / label)
     return res
@@ -244,7 +282,11 @@ def _finished_runs(out, s) -> dict:
     if not path.is_file():
         return {}
     saved = json.loads(path.read_text())
-    check_same(saved.get("args", {}), dataclasses.asdict(s), RESUME_REFUSAL, RUNTIME_SETTINGS)
+    args = dict(saved.get("args", {}))
+    args.setdefault("decoder_heads", _FORMER_DECODER_HEADS.get(args.get("mode", "batchnorm")))
+    for key, value in _FORMER.items():
+        args.setdefault(key, value)
+    check_same(args, dataclasses.asdict(s), RESUME_REFUSAL, RUNTIME_SETTINGS)
     rows = {}
     metrics = out / "metrics.jsonl"
     for line in (metrics.read_text().splitlines() if metrics.is_file() else []):
@@ -268,7 +310,7 @@ def run_retention(settings: RetentionSettings, *, results_root="results",
     t0 = time.monotonic()
     s = settings.checked()
     torch.set_num_threads(s.threads)
-    task = tmm.tasks.make("lm", **s.task_options())
+    task = s.task()
     regen = RegenerateTask(task)
     read = [read_config(name) for name in config_names(s.archs, s.configs.split(",") if s.configs else None)]
     configs = [(label, fit_to_task(cfg, task)) for (cfg, _), label in zip(read, labels_for(read))]
@@ -303,8 +345,8 @@ def run_retention(settings: RetentionSettings, *, results_root="results",
                     continue
                 results.append(run_one(s, mode, label, cfg, task, regen, budget, eval_set, log, baseline_d))
                 write_report(out, s, task, results, notes)
-                write_plots(out, results, s.modes)
-    if not write_plots(out, results, s.modes):
+                write_plots(out, results, s.modes, task.vocab_size)
+    if not write_plots(out, results, s.modes, task.vocab_size):
         notes.append(NO_PLOTS)
     notes.append(f"total wall time {time.monotonic() - t0:.0f} s")
     rows, verdicts = write_report(out, s, task, results, notes)

@@ -38,6 +38,7 @@ Two decoder modes (``mode``):
 from __future__ import annotations
 
 import collections
+import math
 
 import torch
 import torch.nn.functional as F
@@ -47,8 +48,8 @@ from ..nn import CausalToeplitz, MixerBlock, SequenceModel, ToeplitzMixer
 from ..tasks import IGNORE_INDEX, Task
 
 __all__ = ["DECODER_MODES", "BottleneckDecoder", "UnrollBottleneck", "MaskedMixerDecoder", "Autoencoder",
-           "RegenerateTask", "last_block_states", "python_twin", "state_source", "unroll_indices",
-           "position_accuracy"]
+           "RegenerateTask", "RandomTokens", "last_block_states", "python_twin", "state_source", "unroll_indices",
+           "position_accuracy", "position_metrics", "bits_recovered"]
 
 DECODER_MODES = ("batchnorm", "authors")
 # The zoo architectures whose final norm is optional (config "final_norm"):
@@ -140,13 +141,18 @@ class UnrollBottleneck(nn.Module):
 class MaskedMixerDecoder(nn.Module):
     """B x d_in -> B x seq_len x vocab logits, the authors' information
     decoder: :class:`UnrollBottleneck` to width ``d`` (default d_in, as
-    theirs), ``layers`` masked-mixer blocks (tmm.nn.MixerBlock around a flat
+    theirs), ``layers`` masked-mixer blocks (tmm.nn.MixerBlock around a
     ``ToeplitzMixer(masked=True)``: a learned lower-triangular seq_len x
-    seq_len matrix plus a per-position bias; mixer first, GELU FFN of 4 d,
-    LayerNorm, as their MixerBlock), no final norm, and a Linear head without
-    bias. PyTorch's default init everywhere (theirs: no init is applied)."""
+    seq_len matrix plus a per-position bias per head; mixer first, GELU FFN
+    of 4 d, LayerNorm, as their MixerBlock), no final norm, and a Linear head
+    without bias. ``heads`` h > 0: their MixerHead, h heads each projecting
+    the d channels to d/h (one Linear(d, d) here, the same map), mixing them
+    with its own masked matrix, then a Linear(d, d) over the concatenation;
+    ``heads`` 0: one matrix for all channels, no projections (the flat
+    variant). PyTorch's default init everywhere (theirs: no init is applied),
+    the projections' included."""
 
-    def __init__(self, d_in, vocab_size, seq_len, d=None, layers=4):
+    def __init__(self, d_in, vocab_size, seq_len, d=None, layers=4, heads=4):
         super().__init__()
         d = d_in if d is None else d
         for name, v in (("d_in", d_in), ("vocab_size", vocab_size), ("seq_len", seq_len), ("d", d),
@@ -155,13 +161,24 @@ class MaskedMixerDecoder(nn.Module):
                 raise ValueError(f"MaskedMixerDecoder: {name} must be a positive int, got {v!r}")
         if d_in < 2:
             raise ValueError(f"MaskedMixerDecoder: d_in must be >= 2 (the unroll reads d_in//2 entries), got {d_in}")
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 0 or (heads and d % heads):
+            raise ValueError(f"MaskedMixerDecoder: heads must be 0 (flat) or an int dividing d = {d}, got {heads!r}")
         self.seq_len = seq_len
+        self.heads = heads
         self.bottleneck = UnrollBottleneck(d_in, seq_len, d)
         self.blocks = nn.ModuleList(
-            MixerBlock(d, mixer=ToeplitzMixer(d, seq_len, masked=True), activation="gelu", block_order="mixer_first",
-                     init="torch", registration="mixer_first")
+            MixerBlock(d, mixer=self._mixer(d, seq_len, heads), activation="gelu", block_order="mixer_first",
+                       init="torch", registration="mixer_first")
             for _ in range(layers))
         self.head = nn.Linear(d, vocab_size, bias=False)
+
+    @staticmethod
+    def _mixer(d, seq_len, heads):
+        mixer = ToeplitzMixer(d, seq_len, heads=heads, masked=True)
+        if heads:  # nn.Linear's own init, as their MixerHead's projections (ToeplitzMixer's is Kaiming's)
+            mixer.in_proj.reset_parameters()
+            mixer.out_proj.reset_parameters()
+        return mixer
 
     def forward(self, z):
         x = self.bottleneck(z)  # B x L x d
@@ -295,6 +312,63 @@ class RegenerateTask(Task):
     def eval_batch(self, batch_size, generator):
         ids, _ = getattr(self.source, "eval_batch", self.source.batch)(batch_size, generator)
         return ids, ids.clone()
+
+
+class RandomTokens(Task):
+    """Windows of ``seq_len`` tokens drawn uniformly from ``vocab`` ids, the
+    source of the capacity test on random tokens: nothing in a window
+    predicts another, so every bit a decoder recovers came through the
+    bottleneck, and a decoder that sees nothing can do no better than
+    log2(vocab) bits per token. ``batch`` gives (ids, ids)."""
+
+    name = "random-tokens"
+
+    def __init__(self, seq_len, vocab):
+        for key, v in (("seq_len", seq_len), ("vocab", vocab)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise ValueError(f"RandomTokens: {key} must be an int >= 2, got {v!r}")
+        self.seq_len = seq_len
+        self.vocab_size = vocab
+        self.options = {"seq_len": seq_len, "vocab": vocab}
+        self.chance = 1.0 / vocab
+
+    def batch(self, batch_size, generator):
+        ids = torch.randint(0, self.vocab_size, (batch_size, self.seq_len), generator=generator,
+                            device=generator.device)
+        return ids, ids.clone()
+
+    def describe(self):
+        return f"random tokens: {self.seq_len} per window, uniform over {self.vocab_size} ids"
+
+
+@torch.no_grad()
+def position_metrics(model, eval_set):
+    """(argmax accuracy, mean cross-entropy in nats) at each position: two
+    lists of seq_len floats over ``eval_set``, a list of (ids, labels) batches."""
+    was = model.training
+    model.eval()
+    hits, count, nats = None, None, None
+    try:
+        for ids, labels in eval_set:
+            logits = model(ids).logits
+            mask = labels != IGNORE_INDEX
+            ce = F.cross_entropy(logits.transpose(1, 2), labels.clamp(min=0), reduction="none") * mask
+            h = ((logits.argmax(-1) == labels) & mask).sum(0)
+            hits = h if hits is None else hits + h
+            nats = ce.sum(0) if nats is None else nats + ce.sum(0)
+            count = mask.sum(0) if count is None else count + mask.sum(0)
+    finally:
+        model.train(was)
+    n = count.clamp(min=1).double()
+    return (hits.double() / n).tolist(), (nats.double() / n).tolist()
+
+
+def bits_recovered(position_loss, vocab_size):
+    """sum over positions of (log2 V - cross-entropy / ln 2): the bits about
+    the window the decoder's predictions hold beyond a uniform guess. On
+    random tokens the zero-state decoder's optimum is exactly 0, and each
+    token recovered exactly adds log2 V."""
+    return sum(math.log2(vocab_size) - ce / math.log(2) for ce in position_loss)
 
 
 @torch.no_grad()

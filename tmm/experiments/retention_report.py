@@ -1,15 +1,19 @@
 """The retention experiments' report: the table (summary.md, summary.json,
 the printed table), a verdict per mode, and the plots
-(retention_vs_steps.png, retention_by_position.png).
+(retention_vs_steps.png, retention_by_position.png: accuracy;
+retention_loss_by_position.png: the held-out cross-entropy at each
+position, in bits, against log2 V, the uniform guess).
 
 A result is a dict per (mode, arch) as :func:`tmm.experiments.retention.run_one`
 returns it: mode, arch, decoder_mode, state, status, note, encoder_params,
 trainable_params, decoder_params, pretrained, rows, steps, wall_s,
-final_loss, position_acc, final_acc. The report names the decoder mode
+final_loss, position_acc, final_acc, position_loss (nats), bits_recovered,
+levelled. The report names the decoder mode
 ("batchnorm" or "authors") in its title, its setup line and each row."""
 from __future__ import annotations
 
 import json
+import math
 
 from ..bench.report import markdown_table, pyplot, save_plot
 from ..files import atomic_write_text
@@ -18,7 +22,7 @@ from .formatting import fmt_any
 __all__ = ["summarise", "markdown", "verdict", "setup_line", "write_plots", "write_report"]
 
 HEADER = ["mode", "arch", "encoder params", "decoder params", "state read", "LM eval bpb", "steps", "token acc",
-          "eval loss", "train wall s", "status"]
+          "bits recovered", "eval loss", "train wall s", "status"]
 
 
 def summarise(results) -> list:
@@ -31,7 +35,8 @@ def summarise(results) -> list:
             "state": r.get("state"), "encoder_params": r.get("encoder_params"),
             "trainable_params": r.get("trainable_params"), "decoder_params": r.get("decoder_params"),
             "lm_eval_bpb": pre.get("eval_bpb"),
-            "steps": r.get("steps"), "token_acc": r.get("final_acc"), "eval_loss": r.get("final_loss"),
+            "steps": r.get("steps"), "token_acc": r.get("final_acc"), "bits_recovered": r.get("bits_recovered"),
+            "eval_loss": r.get("final_loss"), "levelled": r.get("levelled"),
             "wall_s": r.get("wall_s"), "status": r["status"], "note": r.get("note"),
         })
     return rows
@@ -41,8 +46,9 @@ def markdown(rows) -> str:
     return markdown_table(HEADER, [[
         s["mode"], s["arch"], fmt_any(s["encoder_params"]), fmt_any(s.get("decoder_params")),
         s.get("state") or "-", fmt_any(s["lm_eval_bpb"]), fmt_any(s["steps"]),
-        fmt_any(s["token_acc"]), fmt_any(s["eval_loss"]), fmt_any(s["wall_s"], 1), s["status"],
-    ] for s in rows], align="llrrlrrrrrl")
+        fmt_any(s["token_acc"]), fmt_any(s.get("bits_recovered"), 2), fmt_any(s["eval_loss"]),
+        fmt_any(s["wall_s"], 1), s["status"] + (" (levelled off)" if s.get("levelled") else ""),
+    ] for s in rows], align="llrrlrrrrrrl")
 
 
 def verdict(rows, mode) -> str:
@@ -57,13 +63,18 @@ def verdict(rows, mode) -> str:
     return text + "."
 
 
-def write_plots(out, results, modes) -> bool:
-    """Token accuracy against decoder steps, and the final accuracy at each
-    position, one panel per mode; False when matplotlib is missing."""
+def write_plots(out, results, modes, vocab_size=None) -> bool:
+    """Token accuracy against decoder steps, the final accuracy at each
+    position, and (where the runs measured it) the held-out loss at each
+    position in bits with log2 ``vocab_size`` marked, one panel per mode;
+    False when matplotlib is missing."""
     plt = pyplot()
     if plt is None:
         return False
-    for fname, kind in (("retention_vs_steps.png", "steps"), ("retention_by_position.png", "position")):
+    plots = [("retention_vs_steps.png", "steps"), ("retention_by_position.png", "position")]
+    if any(r.get("position_loss") for r in results):
+        plots.append(("retention_loss_by_position.png", "loss"))
+    for fname, kind in plots:
         fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 3.8), squeeze=False)
         for ax, mode in zip(axes[0], modes):
             for r in (r for r in results if r["mode"] == mode):
@@ -73,11 +84,21 @@ def write_plots(out, results, modes) -> bool:
                             label=r["arch"], **style)
                 elif kind == "position" and r.get("position_acc"):
                     ax.plot(range(len(r["position_acc"])), r["position_acc"], label=r["arch"], **style)
+                elif kind == "loss" and r.get("position_loss"):
+                    bits = [ce / math.log(2) for ce in r["position_loss"]]
+                    ax.plot(range(len(bits)), bits, label=f"{r['arch']} ({r.get('bits_recovered', 0):.1f} bits)",
+                            **style)
             decoder = next((r.get("decoder_mode") for r in results if r.get("decoder_mode")), None)
             ax.set_title(f"{mode} (decoder mode {decoder})" if decoder else mode)
             ax.set_xlabel("decoder training steps" if kind == "steps" else "position in the input")
-            ax.set_ylabel("held-out token accuracy")
-            ax.set_ylim(-0.02, 1.02)
+            if kind == "loss":
+                ax.set_ylabel("held-out cross-entropy (bits per token)")
+                if vocab_size:
+                    ax.axhline(math.log2(vocab_size), color="black", linewidth=0.8, linestyle="--",
+                               label=f"log2 V = {math.log2(vocab_size):.2f} (uniform guess)")
+            else:
+                ax.set_ylabel("held-out token accuracy")
+                ax.set_ylim(-0.02, 1.02)
             ax.grid(True, alpha=0.3)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
@@ -99,8 +120,12 @@ def setup_line(settings, task) -> str:
         how = (f"decoder mode batchnorm: the state the encoder's head reads at position {settings.position}, "
                f"standardised (BatchNorm), projected, repeated with a learned position embedding, then "
                f"{settings.decoder_layers} TMM blocks of width {d} and a head")
-    return (f"{task.describe()}. Windows of {task.seq_len} tokens; {how}. Token accuracy: argmax regeneration "
-            f"accuracy over {settings.final_eval_batches * settings.batch_size} held-out windows.")
+    return (f"{task.describe()}. Windows of {task.seq_len} tokens; {how} ({settings.decoder_heads or 'flat, no'} "
+            f"heads). Token accuracy: argmax regeneration accuracy over "
+            f"{settings.final_eval_batches * settings.batch_size} held-out windows; bits recovered: the sum over "
+            f"positions of log2 {task.vocab_size} - cross-entropy / ln 2 on them"
+            + ("; each decoder trained until its held-out loss levelled off (tmm.experiments.levelling), "
+               f"at most {settings.steps} steps" if getattr(settings, "level_off", False) else "") + ".")
 
 
 def write_report(out, settings, task, results, notes):
@@ -113,7 +138,8 @@ def write_report(out, settings, task, results, notes):
     ]
     if notes:
         md += ["", "Notes:", ""] + [f"- {n}" for n in notes]
-    md += ["", "![accuracy vs steps](retention_vs_steps.png)", "![accuracy by position](retention_by_position.png)"]
+    md += ["", "![accuracy vs steps](retention_vs_steps.png)", "![accuracy by position](retention_by_position.png)",
+           "![loss by position](retention_loss_by_position.png)"]
     atomic_write_text(out / "summary.md", "\n".join(md) + "\n")
     slim = [{k: v for k, v in r.items() if k != "rows"} for r in results]
     args = {k: getattr(settings, k) for k in settings.__dataclass_fields__}

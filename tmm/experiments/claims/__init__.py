@@ -10,8 +10,9 @@ Claims (``only``, in the order they run; later ones read earlier ones' checkpoin
 - ``copy`` (:mod:`.copy_claim`): claim 2's copy task at n = 256 and 512;
 - ``lm`` (:mod:`.lm_claim`): claim 1, training efficiency, with a
   learning-rate sweep per architecture;
-- ``mqar`` (:mod:`.mqar_claim`): associative recall sized so that the
-  Transformer learns it;
+- ``mqar`` (:mod:`.mqar_claim`): the project's own associative-recall test
+  (Zoology's MQAR; the paper makes no MQAR claim), with a learning-rate
+  sweep per architecture;
 - ``retention`` (:mod:`.retention_claim`): claim 2's information extraction
   and capacity;
 - ``ablation`` (:mod:`.ablation_claim`): claim 4;
@@ -21,7 +22,7 @@ Claims (``only``, in the order they run; later ones read earlier ones' checkpoin
   it alone on an idle machine; it trains nothing).
 
 Budgets are steps and tokens (:mod:`.scales`: ``small`` is a 2-3 minute
-smoke run, ``default`` about 3 hours on a 2-core CPU, ``paper`` the
+smoke run, ``default`` an estimated 8 hours on a 2-core CPU (MQAR about half), ``paper`` the
 authors' sizes for ``device="cuda"``); every architecture of a comparison
 sees the same batches. Every training run is a job in its own folder under
 ``out`` (default ``results/claims-<scale>/``), resumed when interrupted and

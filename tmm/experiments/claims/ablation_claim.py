@@ -60,7 +60,7 @@ def run(suite) -> ClaimResult:
         c.plots.append(path)
     path = "ablation/ablation_lm.png"
     if plot_curves(suite.root / path, {"language modelling": lm}, "eval_bpb", "eval bits per byte",
-                   x_keys=(("step", "training steps"),)):
+                   x_keys=(("step", "training steps"),), focus=True):
         c.plots.append(path)
     return c
 

@@ -117,7 +117,7 @@ def run(suite) -> ClaimResult:
     c.tables.append((f"Long runs (mean [range] over {len(s.lm_seeds)} seeds):", pooled_table(pooled, cols)))
     c.verdicts += verdicts(pooled)
     path = "lm/lm_bpb.png"
-    if plot_curves(suite.root / path, {"language modelling": pooled}, "eval_bpb", "eval bits per byte"):
+    if plot_curves(suite.root / path, {"language modelling": pooled}, "eval_bpb", "eval bits per byte", focus=True):
         c.plots.append(path)
     return c
 

@@ -54,9 +54,10 @@ def _sources(suite) -> dict:
     path = lm_claim.long_run_checkpoint(suite, "tmm")
     if path is not None:
         found["lm-tmm"] = ("causal", path, path.parent)
-    for folder in sorted((suite.root / "retention").glob("*/capacity-encoders/*")):
+    for folder in sorted((suite.root / "retention").glob("*/*/capacity-encoders/*")):  # <harness>/<job>/...
         if (folder / "config.json").is_file() and json.loads((folder / "config.json").read_text()).get("arch") == "tmm":
-            found[f"autoencoder-{folder.parent.parent.name}-{folder.name}"] = ("autoencoder", folder, folder)
+            job = folder.parent.parent
+            found[f"autoencoder-{job.parent.name}-{job.name}-{folder.name}"] = ("autoencoder", folder, folder)
     return found
 
 

@@ -12,7 +12,7 @@ from ...files import atomic_write_json, atomic_write_text
 from ..formatting import fmt_int
 
 __all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "all_of", "mean_range", "steps_cell",
-           "pooled_table", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
+           "pooled_table", "focus_limits", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
 
 CONSISTENT = "consistent"
 NOT_CONSISTENT = "not consistent"
@@ -90,11 +90,34 @@ def _mean_curve(runs, x_key, y_key):
     return xs, mean, lo, hi
 
 
+def focus_limits(curves, share=0.5, headroom=0.5) -> Optional[tuple]:
+    """(low, high) y-limits that show where the curves differ rather than
+    their start: from the lowest value of any curve to the highest value in
+    the last ``share`` of any curve's points, widened by ``headroom`` of that
+    span above (and a twentieth below); None when there is nothing to plot
+    or little to gain: the whole range of the curves less than 3x that
+    window (a plain axis then shows the differences well enough)."""
+    curves = [list(c) for c in curves if c]
+    if not curves:
+        return None
+    tails = [y for c in curves for y in c[int(len(c) * (1 - share)):]]
+    low, high = min(min(c) for c in curves), max(tails)
+    span = (high - low) or abs(high) or 1.0
+    top, bottom = high + headroom * span, low - span / 20
+    if max(max(c) for c in curves) - bottom < 3 * (top - bottom):
+        return None
+    return bottom, top
+
+
 def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Optional[float] = None,
                 x_keys=(("step", "training steps"), ("tokens", "training tokens"),
-                        ("flops_est", "estimated training FLOPs")), log_y=False) -> bool:
+                        ("flops_est", "estimated training FLOPs")), log_y=False, focus=False) -> bool:
     """One row of plots per group (title -> {label: Pooled}), one column per
-    x axis: the mean over seeds with the range shaded; False without matplotlib."""
+    x axis: the mean over seeds with the range shaded; False without
+    matplotlib. ``focus``: the y-axis spans where the curves end up
+    (:func:`focus_limits`), not their initial transient: points above it are
+    drawn as triangles on the top edge and the clipping is written in the
+    panel."""
     plt = pyplot()
     if plt is None:
         return False
@@ -104,7 +127,9 @@ def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Op
     fig, axes = plt.subplots(len(groups), len(x_keys), figsize=(4.6 * len(x_keys), 3.4 * len(groups)),
                              squeeze=False)
     for row, (title, pooled) in zip(axes, groups.items()):
+        limits = focus_limits(_mean_curve(p.runs, "step", y_key)[1] for p in pooled.values()) if focus else None
         for ax, (x_key, xlabel) in zip(row, x_keys):
+            clipped = []
             for p in pooled.values():
                 xs, mean, lo, hi = _mean_curve(p.runs, x_key, y_key)
                 if not xs:
@@ -112,6 +137,18 @@ def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Op
                 line, = ax.plot(xs, mean, marker=".", markersize=3, label=p.label)
                 if len(p.runs) > 1:
                     ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+                if limits is not None:
+                    over = [(x, y) for x, y in zip(xs, mean) if y > limits[1]]
+                    if over:
+                        ax.plot([x for x, _ in over], [limits[1]] * len(over), linestyle="none", marker="^",
+                                markersize=5, color=line.get_color(), clip_on=False)
+                        clipped.append(max(y for _, y in over))
+            if limits is not None:
+                ax.set_ylim(*limits)
+                if clipped:
+                    ax.text(0.99, 0.97, f"clipped above {limits[1]:.3g} (triangles; the start reaches "
+                            f"{max(clipped):.3g})", transform=ax.transAxes, ha="right", va="top", fontsize=6,
+                            color="dimgrey")
             if chance is not None:
                 ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance")
             if log_y:

@@ -3,9 +3,9 @@
 ``small`` is the 2-3 minute smoke version the tests run (every claim's code
 path, sizes far too small for any verdict); ``quick`` is the default's
 models at shorter lengths, fewer steps and one seed (its copy claim, at
-n = 128, is the README's main job, under 10 minutes); ``default`` is what
-this 2-core CPU affords in about three hours; ``paper`` is the authors' sizes (meant for
-``--device cuda``). Budgets are steps and tokens, never wall-clock: the same
+n = 128, is the README's main job, under 10 minutes); ``default`` takes
+this 2-core CPU an estimated 8 hours, MQAR about half; ``paper`` is the
+authors' sizes (meant for ``--device cuda``). Budgets are steps and tokens, never wall-clock: the same
 scale trains the same tokens on any machine.
 """
 from __future__ import annotations
@@ -15,6 +15,10 @@ import dataclasses
 from ..errors import SettingsError
 
 __all__ = ["Scale", "SCALES", "scale"]
+
+# MQAR at default: steps of batch 64 on the first setting (docs/experiments.md, "MQAR as Zoology runs it"):
+# the issue's trial had the Transformer at (4 pairs, 64 tokens) at 0.75 after 3,000 steps at lr 1e-3.
+MQAR_DEFAULT_STEPS = 6_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,16 +47,19 @@ class Scale:
     lm_steps: int  # the long run at each architecture's best lr
     lm_seeds: tuple
     lm_batch_size: int
-    # associative recall
-    mqar_settings: tuple  # (num_kv_pairs, seq_len): the first is sized for the Transformer, the rest harder
-    mqar_vocab: int
+    # associative recall (the project's own test, Zoology's MQAR)
+    mqar_settings: tuple  # (num_kv_pairs, seq_len): the first decides whether the setting separates
+    mqar_vocab: int  # keys from its lower half, values from its upper half
     mqar_d: int
     mqar_layers: int
-    mqar_steps: int
-    mqar_lrs: tuple  # the Transformer's sizing sweep
+    mqar_steps: int  # on the first setting; the others get as many tokens (fewer steps of longer sequences)
+    mqar_lrs: tuple  # every architecture at every setting and lr: each model's best counts
+    mqar_batch_size: int
+    mqar_eval_batches: int  # held-out batches of mqar_batch_size per evaluation (>= 1,000 sequences at default)
     # information retention (claim 2)
-    retention_n: int
-    retention_steps: int
+    retention_n: int  # tokens per window (corpus and random)
+    retention_random_vocab: int  # the capacity test's random tokens
+    retention_steps: int  # the cap: each decoder trains until its loss levels off
     retention_authors_layers: int  # the authors' decoder depth (they use 16)
     # ablations (claim 4)
     ablation_copy_n: int
@@ -69,7 +76,8 @@ SCALES = {
         lm_tokenizer="byte", lm_vocab=256, lm_seq_len=32, lm_d=16, lm_max_bytes=600_000,
         lm_lrs=(1e-3, 3e-3), lm_sweep_steps=6, lm_steps=10, lm_seeds=(0,), lm_batch_size=4,
         mqar_settings=((2, 16),), mqar_vocab=16, mqar_d=16, mqar_layers=1, mqar_steps=10, mqar_lrs=(3e-3,),
-        retention_n=8, retention_steps=8, retention_authors_layers=1,
+        mqar_batch_size=4, mqar_eval_batches=2,
+        retention_n=8, retention_random_vocab=8, retention_steps=8, retention_authors_layers=1,
         ablation_copy_n=16, ablation_steps=8, ablation_lm_steps=6,
     ),
     "default": Scale(
@@ -78,9 +86,9 @@ SCALES = {
         copy_long_n_models=("tmm", "tmm-flat", "transformer", "hyena", "mamba2"), width_ratio=32, width_hyena_d=128,
         lm_tokenizer="bpe", lm_vocab=4096, lm_seq_len=256, lm_d=128, lm_max_bytes=0,
         lm_lrs=(1e-3, 3e-3, 1e-2), lm_sweep_steps=100, lm_steps=400, lm_seeds=(0, 1), lm_batch_size=8,
-        mqar_settings=((4, 64), (8, 128)), mqar_vocab=64, mqar_d=64, mqar_layers=2, mqar_steps=400,
-        mqar_lrs=(1e-3, 3e-3),
-        retention_n=32, retention_steps=300, retention_authors_layers=4,
+        mqar_settings=((4, 64), (8, 128), (16, 256)), mqar_vocab=256, mqar_d=64, mqar_layers=2,
+        mqar_steps=MQAR_DEFAULT_STEPS, mqar_lrs=(3e-4, 1e-3, 3e-3), mqar_batch_size=64, mqar_eval_batches=16,
+        retention_n=32, retention_random_vocab=16, retention_steps=2_000, retention_authors_layers=4,
         ablation_copy_n=256, ablation_steps=300, ablation_lm_steps=200,
     ),
     # The README's main job (scripts/run.sh: --only copy): one seed at n = 128, under 10 minutes on 2 cores.
@@ -92,15 +100,16 @@ SCALES = {
         copy_long_n_models=("tmm", "tmm-flat", "transformer", "hyena", "mamba2"), width_ratio=32, width_hyena_d=256,
         lm_tokenizer="bpe", lm_vocab=8000, lm_seq_len=512, lm_d=512, lm_max_bytes=0,
         lm_lrs=(2e-4, 5e-4, 1e-3), lm_sweep_steps=2_000, lm_steps=20_000, lm_seeds=(0, 1), lm_batch_size=64,
-        mqar_settings=((16, 256), (64, 512)), mqar_vocab=8192, mqar_d=128, mqar_layers=2, mqar_steps=20_000,
-        mqar_lrs=(3e-4, 1e-3, 3e-3),
-        retention_n=512, retention_steps=10_000, retention_authors_layers=16,
+        mqar_settings=((4, 64), (8, 128), (16, 256), (64, 512)), mqar_vocab=8192, mqar_d=128, mqar_layers=2,
+        mqar_steps=20_000, mqar_lrs=(1e-4, 3e-4, 1e-3, 3e-3), mqar_batch_size=64, mqar_eval_batches=16,
+        retention_n=512, retention_random_vocab=16, retention_steps=10_000, retention_authors_layers=16,
         ablation_copy_n=512, ablation_steps=10_000, ablation_lm_steps=20_000,
     ),
 }
 SCALES["quick"] = dataclasses.replace(SCALES["default"], name="quick", seeds=(0,), copy_ns=(128,), copy_steps=200,
-                                      lm_seeds=(0,), lm_steps=200, lm_sweep_steps=50, mqar_steps=200,
-                                      retention_steps=150, ablation_copy_n=128, ablation_steps=200,
+                                      lm_seeds=(0,), lm_steps=200, lm_sweep_steps=50,
+                                      mqar_settings=((4, 64),), mqar_steps=1_000, mqar_lrs=(1e-3, 3e-3),
+                                      retention_steps=600, ablation_copy_n=128, ablation_steps=200,
                                       ablation_lm_steps=100)
 
 

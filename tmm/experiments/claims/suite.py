@@ -61,14 +61,17 @@ class Suite:
 
     # -- compare jobs -------------------------------------------------------
     def compare(self, path: str, specs: list, *, task: str, task_options: dict, steps: int, seed: int,
-                lr: float, batch_size: Optional[int] = None, eval_every: Optional[int] = None) -> Optional[JobResult]:
+                lr: float, batch_size: Optional[int] = None, eval_every: Optional[int] = None,
+                eval_batches: Optional[int] = None) -> Optional[JobResult]:
         """Trains ``specs`` (ModelSpecs) on one task with the same batches;
-        the job's results (None in a dry run)."""
+        the job's results (None in a dry run). ``eval_batches`` None: the
+        comparison's default (and no such key in the job's record, as before)."""
         s = self.scale
         settings = {
             "task": task, "task_option": [f"{k}={json.dumps(v)}" for k, v in sorted(task_options.items())],
             "steps": steps, "seed": seed, "lr": lr, "batch_size": batch_size or s.batch_size,
             "eval_every": eval_every, "device": s.device,
+            **({"eval_batches": eval_batches} if eval_batches is not None else {}),
         }
         record = {"kind": "compare", "models": [dataclasses.asdict(m) for m in specs], **settings}
         out = self.root / path
