@@ -16,8 +16,9 @@ import torch.multiprocessing as mp
 import tmm.models
 import tmm.tasks
 from tmm import train_checkpoints
-from tmm.tasks import IGNORE_INDEX, Task
 from tmm.train import TrainConfig, train
+
+from ragged_copy import RaggedCopy
 
 REPO = Path(__file__).resolve().parents[2]
 WORLD = 2
@@ -34,23 +35,6 @@ RTOL = 1e-6
 
 def atol(lr, steps):
     return 1e-3 * lr * steps
-
-
-class RaggedCopy(Task):
-    """copy (n = 4) with 1, 2, 3, 4, ... labelled positions in examples 0, 1,
-    2, 3, ...: the ranks' shards hold different numbers of labelled tokens,
-    so a plain average of the shards' mean losses would be wrong."""
-
-    name = "ragged-copy"
-
-    def __init__(self):
-        self.inner = tmm.tasks.make("copy", n=4)
-        self.seq_len, self.vocab_size, self.options = self.inner.seq_len, self.inner.vocab_size, {}
-
-    def batch(self, batch_size, generator):
-        ids, labels = self.inner.batch(batch_size, generator)
-        keep = torch.arange(self.seq_len) < self.inner.n + torch.arange(batch_size)[:, None]
-        return ids, labels.masked_fill(~keep, IGNORE_INDEX)
 
 
 def tiny_tmm(task):

@@ -10,8 +10,9 @@ import torch
 
 import tmm.models
 import tmm.tasks
-from tmm.tasks import IGNORE_INDEX, Task
 from tmm.train import TrainConfig, train
+
+from ragged_copy import RaggedCopy
 
 REPO = Path(__file__).resolve().parents[2]
 TCFG = dict(steps=4, batch_size=8, lr=3e-3, warmup=1, eval_every=4, eval_batches=1, threads=1, progress=False)
@@ -20,23 +21,6 @@ TCFG = dict(steps=4, batch_size=8, lr=3e-3, warmup=1, eval_every=4, eval_batches
 # AdamW moves a parameter in these steps (AdamW's g / (|g| + eps) magnifies
 # rounding differences of gradients near eps).
 RTOL = 1e-6
-
-
-class RaggedCopy(Task):
-    """copy (n = 4) with 1, 2, 3, ... labelled positions in examples 0, 1, 2,
-    ...: the micro-batches hold different numbers of labelled tokens, so a
-    plain average of their mean losses would be wrong."""
-
-    name = "ragged-copy"
-
-    def __init__(self):
-        self.inner = tmm.tasks.make("copy", n=4)
-        self.seq_len, self.vocab_size, self.options = self.inner.seq_len, self.inner.vocab_size, {}
-
-    def batch(self, batch_size, generator):
-        ids, labels = self.inner.batch(batch_size, generator)
-        keep = torch.arange(self.seq_len) < self.inner.n + torch.arange(batch_size)[:, None] % self.inner.n
-        return ids, labels.masked_fill(~keep, IGNORE_INDEX)
 
 
 def tiny(task, arch="tmm"):
@@ -56,7 +40,7 @@ def assert_params_close(a_model, b_model, steps, lr):
 @pytest.mark.parametrize("arch", ["tmm", "transformer"])
 @pytest.mark.parametrize("micro", [2, 4])
 def test_micro_batches_make_the_whole_batchs_step(arch, micro, restore_threads):
-    task = RaggedCopy()
+    task = RaggedCopy(period=4)
     whole_model, accum_model = tiny(task, arch), tiny(task, arch)
     whole = train(whole_model, task, TrainConfig(**TCFG))
     rows = []
@@ -83,7 +67,7 @@ def test_accumulation_on_shards(tmp_path, restore_threads):
 
 
 def test_bad_accumulation_is_refused():
-    task = RaggedCopy()
+    task = RaggedCopy(period=4)
     with pytest.raises(ValueError, match=r"batch_size 8 does not divide into 3 micro-batches \(grad_accum\)"):
         train(tiny(task), task, TrainConfig(**TCFG, grad_accum=3))
     with pytest.raises(ValueError, match="grad_accum must be an int >= 1 .micro-batches per step., got 0"):
