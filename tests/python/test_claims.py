@@ -11,6 +11,7 @@ import pytest
 from tmm.experiments import claims, operator_index
 from tmm.experiments.claims import ClaimsSettings, run_claims
 from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
+from tmm.experiments.claims import suite as suite_mod
 from tmm.experiments.claims.suite import DONE_FILE
 from tmm.experiments.errors import SettingsError
 
@@ -75,9 +76,20 @@ def test_a_job_with_other_settings_is_an_error(small_suite, tmp_path):
         done.write_text(saved)
 
 
-def test_an_unfinished_job_is_resumed(tmp_path, monkeypatch):
-    from tmm.experiments.claims import suite as suite_mod
+def test_the_archive_keeps_finished_jobs_and_a_new_folder_reads_them(tmp_path):
+    archive = tmp_path / "archive"
+    first = run_claims(ClaimsSettings(scale="small", out=str(tmp_path / "a"), only="mqar", archive=str(archive),
+                                      no_progress=True), say=lambda m: None)
+    job = archive / "mqar" / "kv2-len16" / "lr0.003"
+    assert sorted(p.name for p in job.iterdir()) == sorted(suite_mod.ARCHIVED)  # small files, no checkpoints
+    said = []
+    again = run_claims(ClaimsSettings(scale="small", out=str(tmp_path / "b"), only="mqar", archive=str(archive),
+                                      no_progress=True), say=said.append)
+    assert not [m for m in said if m.startswith(("running", "resuming"))]
+    assert [v.evidence for v in again.claims[0].verdicts] == [v.evidence for v in first.claims[0].verdicts]
 
+
+def test_an_unfinished_job_is_resumed(tmp_path, monkeypatch):
     seen = []
 
     def fake_run_comparison(settings, **kw):  # records the call; the real one is tested above

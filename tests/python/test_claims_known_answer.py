@@ -36,7 +36,7 @@ def copy_runs(tmp_path_factory):
 
 
 def verdicts(pooled):
-    return {v.claim: v for v in copy_claim.verdicts(pooled, N, len(SEEDS), (32, 128))}
+    return {v.claim: v for v in copy_claim.verdicts(pooled, N, len(SEEDS))}
 
 
 @pytest.mark.timeout(180)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import tmm.models
-from tmm.experiments.claims import ablation_claim, copy_claim, lm_claim, mqar_claim, retention_claim
+from tmm.experiments.claims import ablation_claim, copy_claim, copy_width, lm_claim, mqar_claim, retention_claim
 from tmm.experiments.claims import operator_index_claim as oi_claim
 from tmm.experiments.claims.operator_index_claim import Source
 from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
@@ -57,13 +57,12 @@ def test_copy_efficiency_seeds_learned_and_missing_rivals():
 
 
 def copy_verdicts(models, n_seeds=1):
-    out = copy_claim.verdicts(models, 256, n_seeds, (32, 128))
+    out = copy_claim.verdicts(models, 256, n_seeds)
     return {v.claim.split(": ", 1)[1].split(" (")[0]: v.verdict for v in out}
 
 
 STRUGGLE = "Mamba2 and Hyena struggle"
 FROZEN = "frozen Toeplitz vectors make copying fail"
-WIDTH = "a TMM with 1/32 of Hyena's width copies about as efficiently"
 
 
 def test_copy_struggle_thresholds():
@@ -111,11 +110,46 @@ def test_copy_frozen_rule():
     assert frozen(None, None) is None
 
 
-def test_copy_width_pair():
-    narrow, wide = pooled("tmm-flat-d4", [1.0], [150]), pooled("hyena-d128", [1.0], [100])
-    assert copy_verdicts({"tmm-flat-d4": narrow, "hyena-d128": wide})[WIDTH] == C  # 1.5x
-    assert copy_verdicts({"tmm-flat-d4": pooled("tmm-flat-d4", [1.0], [151]), "hyena-d128": wide})[WIDTH] == N
-    assert copy_verdicts({"tmm-flat-d4": narrow})[WIDTH] == U
+def curves(label, *runs):
+    """A Pooled of one run per seed, each given as its evaluations' accuracies at steps 10, 20, ..."""
+    out = []
+    for accs in runs:
+        rows = [{"step": 10 * (i + 1), "tokens": 100, "flops_est": 1e6, "eval_acc": a, "eval_loss": 1.0}
+                for i, a in enumerate(accs)]
+        out.append(ModelResult(label, 100, "done", accs[-1], 1.0, None, rows))
+    return Pooled(label, 100, out)
+
+
+def width(narrow, wide):
+    return copy_width.verdict(narrow, wide, 32, "tmm-flat-d4", "hyena-d128").verdict
+
+
+def test_copy_width_pair_steps_to_a_common_accuracy():
+    assert copy_width.RATIO == 1.5 and copy_width.THRESHOLDS == (0.9, 0.5)
+    wide = curves("hyena-d128", [0.3, 0.9])  # 0.5 and 0.9 at step 20
+    assert width(curves("tmm-flat-d4", [0.1, 0.2, 0.9]), wide) == C  # 30 steps: 1.5x exactly
+    assert width(curves("tmm-flat-d4", [0.1, 0.2, 0.3, 0.9]), wide) == N  # 2x
+    assert width(curves("tmm-flat-d4", [0.9 - EPS, 0.9 - EPS, 0.9 - EPS, 0.9]), wide) == N  # 0.9 decides, not 0.5
+    # 0.9 reached by neither: 0.5 decides
+    assert width(curves("tmm-flat-d4", [0.2, 0.5, 0.6]), curves("hyena-d128", [0.2, 0.6])) == C
+    assert width(curves("tmm-flat-d4", [0.2, 0.2, 0.2, 0.5]), curves("hyena-d128", [0.2, 0.6])) == N
+    # reached in more (fewer) seeds decides whatever the steps
+    assert width(curves("tmm-flat-d4", [0.1, 0.1, 0.9], [0.1, 0.1, 0.9]),
+                 curves("hyena-d128", [0.9], [0.2, 0.2])) == C
+    assert width(curves("tmm-flat-d4", [0.9], [0.2]), curves("hyena-d128", [0.9], [0.9])) == N
+    assert width(curves("tmm-flat-d4", [0.5 - EPS]), curves("hyena-d128", [0.2])) == U  # neither reached 0.5
+    assert width(curves("tmm-flat-d4", [0.9]), None) == U
+
+
+def test_copy_width_best_lr():
+    slow, fast = curves("tmm-flat-d4", [0.1, 0.9]), curves("tmm-flat-d4", [0.9])
+    half = curves("tmm-flat-d4", [0.6, 0.6])
+    diverged = curves("tmm-flat-d4", [0.9])
+    diverged.runs[0].status = "diverged"
+    job = lambda p: {p.label: p.runs[0]}  # noqa: E731
+    assert copy_width.best_lrs({1e-3: job(slow), 3e-3: job(fast), 1e-2: job(half)}) == {"tmm-flat-d4": 3e-3}
+    assert copy_width.best_lrs({1e-3: job(half), 1e-2: job(slow)}) == {"tmm-flat-d4": 1e-2}  # 0.9 beats 0.5
+    assert copy_width.best_lrs({1e-3: job(half), 3e-3: job(diverged)}) == {"tmm-flat-d4": 1e-3}
 
 
 # -- language modelling ------------------------------------------------------------------------------------
@@ -191,10 +225,27 @@ def test_value_at_interpolates_between_evaluations():
     assert value_at(rows, "flops_est", "eval_bpb", 25.0) is None
 
 
+def sweep_run(loss, status="done"):
+    return ModelResult("tmm", 1, status, None, loss, None, [])
+
+
 def test_lm_best_lr_skips_diverged_runs():
-    def job(loss, status="done"):
-        return {"tmm": ModelResult("tmm", 1, status, None, loss, None, [])}
-    assert lm_claim.best_lrs({1e-3: job(2.0), 3e-3: job(1.5), 1e-2: job(0.1, "diverged")}, ()) == {"tmm": 3e-3}
+    assert lm_claim.best_lr({1e-3: sweep_run(2.0), 3e-3: sweep_run(1.5), 1e-2: sweep_run(0.1, "diverged")}) == 3e-3
+    assert lm_claim.best_lr({1e-3: None, 3e-3: sweep_run(0.1, "diverged")}) is None
+
+
+def test_lm_sweep_grows_past_an_edge_until_the_best_is_inside():
+    assert lm_claim.LR_STEP == 3.0 and lm_claim.MAX_EXTENSIONS == 3
+    none = {"low": 0, "high": 0}
+    inside = {1e-3: sweep_run(2.0), 3e-3: sweep_run(1.5), 1e-2: sweep_run(1.7)}
+    assert lm_claim.extension(inside, none) is None
+    top = {1e-3: sweep_run(2.0), 3e-3: sweep_run(1.5), 1e-2: sweep_run(1.4)}
+    assert lm_claim.extension(top, none) == 3e-2
+    assert lm_claim.extension({**top, 1e-2: sweep_run(1.4, "diverged")}, none) is None  # 3e-3 is inside
+    bottom = {1e-3: sweep_run(1.0), 3e-3: sweep_run(1.5)}
+    assert lm_claim.extension(bottom, none) == pytest.approx(3.33e-4)
+    assert lm_claim.extension(bottom, {"low": 3, "high": 0}) is None  # grown 3 times on that side: stop
+    assert lm_claim.extension({1e-3: None}, none) is None  # nothing finished: nothing to extend from
 
 
 def test_a_job_is_read_with_the_current_flops_estimate(tmp_path):
@@ -358,10 +409,33 @@ def test_bits_recovered_is_zero_for_a_uniform_guess_and_log2_v_per_token():
 W = ablation_claim.WORSE
 
 
-def ablation(**bpb):
-    """(heads, kernel width, expanded) verdicts for label -> final bits per byte."""
-    lm = {k.replace("_", "-"): pooled(k, [0.0], bpb=[v]) for k, v in bpb.items()}
+def ablation_run(label, bpb, losses):
+    """A Pooled of one LM run ending at ``bpb`` bits per byte, with one evaluation (steps 10, 20, ...) per loss."""
+    rows = [{"step": 10 * (i + 1), "tokens": 100, "flops_est": 1e6, "eval_acc": 0.0, "eval_loss": x,
+             "eval_bpb": bpb} for i, x in enumerate(losses)]
+    return Pooled(label, 100, [ModelResult(label, 100, "done", 0.0, losses[-1], None, rows)])
+
+
+LEVELLED = [3.0, 2.0, 1.5] + [1.4] * 14  # flat long enough for the EMA (smoothing 0.5) to settle
+
+
+def ablation(still_falling=(), **bpb):
+    """(heads, kernel width, expanded) verdicts for label -> final bits per byte (each run levelled off, but
+    those in ``still_falling``, whose loss falls 2% per evaluation to the end)."""
+    falling = [3.0 * 0.98 ** i for i in range(len(LEVELLED))]
+    lm = {k.replace("_", "-"): ablation_run(k, v, falling if k in still_falling else LEVELLED)
+          for k, v in bpb.items()}
     return tuple(v.verdict for v in ablation_claim.verdicts(lm))
+
+
+def test_ablation_is_judged_only_once_the_loss_has_levelled_off():
+    assert ablation(heads1=2.0, heads4=1.98, heads16=1.96)[0] == C
+    assert ablation(heads1=2.0, heads4=1.98, heads16=1.96, still_falling=("heads16",))[0] == U
+    assert ablation(heads1=2.0, heads4=1.9, expanded=2.0, still_falling=("heads1",))[2] == C  # not named there
+    # a run too short for the detector's window has not levelled off
+    short = {k: ablation_run(k, 2.0, [1.4, 1.4, 1.4]) for k in ("heads4", "expanded")}
+    assert ablation_claim.verdicts(short)[2].verdict == U
+    assert ablation_claim.levelled(ablation_run("x", 2.0, LEVELLED).runs[0])
 
 
 def test_ablation_heads_need_strict_ordering():

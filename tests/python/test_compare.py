@@ -59,9 +59,10 @@ def test_smoke_run_writes_every_file(tmp_path, restore_threads):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [s["arch"] for s in summary["runs"]] == TINY == [s["arch"] for s in result.summaries]
     assert all(s["steps"] == 4 and s["status"] == "done" for s in summary["runs"])
+    assert all(s["peak_mem_mib"] is not None and s["peak_mem_mib"] >= 0 for s in summary["runs"])  # measured
     assert summary["verdict"] == result.verdict
     md = (tmp_path / "summary.md").read_text()
-    assert "| arch | params |" in md and "**Verdict:**" in md
+    assert "| arch | params |" in md and "**Verdict:**" in md and "peak mem MiB" in md
     for arch in TINY:
         assert f"| {arch} |" in md
     assert "final acc" in result.table.splitlines()[0]

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import tmm.tasks as tasks
+from tmm.tasks.corpus import default_corpus
 
 IGNORE = tasks.IGNORE_INDEX
 
@@ -116,8 +117,11 @@ def test_copy_text(tmp_path):
     for row in x[:4]:
         assert bytes(row[:16].tolist()) in text
     assert torch.equal(y[:, 15:31], x[:, 16:])
-    with pytest.raises(ValueError, match="needs path"):
-        tasks.make("copy", source="text")
+    default = tasks.make("copy", n=16, source="text")  # the default corpus
+    assert default.options["path"] is None and default.vocab_size == 256
+    x, _ = default.batch(4, gen())
+    corpus = default_corpus().read_bytes()
+    assert all(bytes(row[:16].tolist()) in corpus for row in x)
     with pytest.raises(ValueError, match="source"):
         tasks.make("copy", source="wiki")
 

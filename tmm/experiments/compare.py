@@ -64,6 +64,7 @@ from tmm import train_checkpoints
 from tmm.bench import provenance
 from tmm.bench.report import NO_PLOTS, fresh_folder
 from tmm.files import atomic_write_json, atomic_write_text
+from tmm.peak_memory import PeakMemory
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
 from . import budget, distributed, operator_index
@@ -368,8 +369,10 @@ class _Comparison:
             # the starting point, so that the operator-index analysis can tell whether training moved the vectors
             operator_index.save_initial_vectors(model, ckpt)
         run["status"] = "running"
+        mem = PeakMemory(self.device)
         try:
-            res = train(model, self.task, self._train_config(run, cap), log=log)
+            with mem:
+                res = train(model, self.task, self._train_config(run, cap), log=log)
         except NonFiniteError as e:
             run.update(status="diverged", note=str(e), steps=e.step - 1)
             if self.is_main:
@@ -378,6 +381,8 @@ class _Comparison:
             run["status"] = "done" if res.stopped_early is None else "stopped"
             run["note"] = res.stopped_early
             run.update(steps=res.steps, tokens=res.tokens, wall_s=res.wall_s, flops_est=res.flops_est)
+        finally:
+            run["peak_mem_mib"] = mem.increase_mib
 
     def train_all(self):
         """Trains every architecture in turn, each capped by its share of the

@@ -20,7 +20,7 @@ __all__ = ["LEARNED", "HEADER", "run_summary", "verdict", "summary_markdown", "s
 LEARNED = 0.9  # the verdict's accuracy threshold
 HEADER = [
     "arch", "params", "final eval loss", "final acc", "best acc", f"steps to {LEARNED:g} acc",
-    "steps", "tokens", "train wall s", "est. FLOPs",
+    "steps", "tokens", "train wall s", "est. FLOPs", "peak mem MiB",
 ]
 PLOTS = ("vs_steps.png", "vs_wall.png", "vs_flops.png")
 
@@ -42,6 +42,7 @@ def run_summary(run) -> dict:
         "wall_s": run.get("wall_s", final.get("wall_s", 0.0)),
         "flops_est": run.get("flops_est", final.get("flops_est", 0.0)),
         "steps_to_learned": reach["step"] if reach else None,
+        "peak_mem_mib": run.get("peak_mem_mib"),
         "status": run["status"],
         "note": run.get("note"),
     }
@@ -88,6 +89,7 @@ def _table_rows(summaries):
             fmt_int(s["tokens"]),
             f"{s['wall_s']:.1f}",
             fmt_flops(s["flops_est"]),
+            "-" if s.get("peak_mem_mib") is None else f"{s['peak_mem_mib']:.0f}",
         ])
     return out
 

@@ -29,8 +29,9 @@ Options (``tmm.tasks.make("copy", **options)``):
   Use it to keep some low ids free (e.g. for special tokens) or to put the
   symbols anywhere inside a larger model vocabulary; the model's
   ``vocab_size`` must be at least ``task.vocab_size``.
-- ``path`` (str): the text file for ``source="text"`` (read through a memory
-  map; must hold at least n bytes).
+- ``path`` (str, default: the default corpus of :mod:`tmm.tasks.corpus`):
+  the text file for ``source="text"`` (read through a memory map; must hold
+  at least n bytes).
 
 Chance accuracy (a uniform guess among the symbols) is ``1 / vocab``.
 """
@@ -40,6 +41,7 @@ import numpy as np
 import torch
 
 from . import IGNORE_INDEX, Task, check_batch_args, resolve_options
+from .corpus import default_corpus
 
 DEFAULTS = {"n": 64, "vocab": 16, "offset": 0, "source": "random", "path": None}
 
@@ -64,9 +66,11 @@ class CopyTask(Task):
             if "vocab" in options and opts["vocab"] != 256:
                 raise ValueError("copy: source='text' is byte-level: vocab is 256 (leave it unset)")
             vocab = opts["vocab"] = 256
-            if path is None:
-                raise ValueError("copy: source='text' needs path=<a text file>")
-            path = opts["path"] = os.fspath(path)
+            # The default corpus stays path None in the options, so that settings recorded with them (the
+            # claims suite's jobs) do not name a machine's cache folder.
+            path = os.fspath(path) if path is not None else os.fspath(default_corpus())
+            if opts["path"] is not None:
+                opts["path"] = path
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"copy: no such text file: '{path}'")
             size = os.path.getsize(path)

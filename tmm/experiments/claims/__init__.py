@@ -10,6 +10,8 @@ Claims (``only``, in the order they run; later ones read earlier ones' checkpoin
 - ``copy`` (:mod:`.copy_claim`): claim 2's copy task at n = 256 and 512;
 - ``lm`` (:mod:`.lm_claim`): claim 1, training efficiency, with a
   learning-rate sweep per architecture;
+- ``in-context`` (:mod:`.in_context_claim`): claim 3 by proxy only
+  (induction and in-context-learning scores of claim 1's models; no verdict);
 - ``mqar`` (:mod:`.mqar_claim`): the project's own associative-recall test
   (Zoology's MQAR; the paper makes no MQAR claim), with a learning-rate
   sweep per architecture;
@@ -41,7 +43,8 @@ from typing import Optional
 
 from ...bench import provenance
 from ..errors import SettingsError
-from . import ablation_claim, copy_claim, lm_claim, mqar_claim, operator_index_claim, retention_claim
+from . import ablation_claim, copy_claim, in_context_claim, lm_claim, mqar_claim, operator_index_claim, \
+    retention_claim
 from .estimate import plan_table, time_plan
 from .report import save_claim, write_suite_report
 from .scales import SCALES, scale
@@ -49,7 +52,7 @@ from .suite import Suite
 
 __all__ = ["CLAIMS", "ClaimsSettings", "ClaimsResult", "run_claims", "SCALES"]
 
-CLAIMS = {m.NAME: m for m in (copy_claim, lm_claim, mqar_claim, retention_claim, ablation_claim,
+CLAIMS = {m.NAME: m for m in (copy_claim, lm_claim, in_context_claim, mqar_claim, retention_claim, ablation_claim,
                               operator_index_claim)}
 STEP_TIME = "step-time"
 
@@ -61,6 +64,8 @@ class ClaimsSettings:
     scale: str = "default"  # small, default or paper
     only: Optional[list] = None  # claim names (default: all, in order; "step-time" only when named)
     out: Optional[str] = None  # the suite's folder (default results/claims-<scale>/)
+    # finished jobs' small files kept here too, and read from here (suite.py); e.g. docs/results/claims-default
+    archive: Optional[str] = None
     device: str = "cpu"
     # torch threads (default: 1 at scale small, whose tiny models gain nothing from more; else all CPUs)
     threads: Optional[int] = None
@@ -127,7 +132,7 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root
             say(f"step times:\n{table}")
     if s.dry_run:
         return ClaimsResult(out, [], "", plan)
-    suite = Suite(out, sc, threads=s.threads, progress=not s.no_progress, say=say)
+    suite = Suite(out, sc, threads=s.threads, progress=not s.no_progress, say=say, archive=s.archive)
     meta = {"scale": s.scale, "device": s.device, "seeds": list(sc.seeds), "git": provenance.git(repo),
             "command": " ".join(command if command is not None else [sys.executable, *sys.argv]),
             "settings": dataclasses.asdict(sc)}

@@ -21,6 +21,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--only", help=f"comma-separated claims: {', '.join(list(CLAIMS) + [STEP_TIME])} (default: all "
                                   f"but {STEP_TIME})")
     p.add_argument("--out", help="the suite's folder (default results/claims-<scale>/)")
+    p.add_argument("--archive", help="also keep each finished job's small files (settings, summary, metrics; no "
+                                     "checkpoints) here, and read finished jobs from here instead of training them "
+                                     "(e.g. docs/results/claims-default: the suite then runs in parts on any machine)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, help="torch threads (default: 1 at --scale small, else all CPUs)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (jobs, tokens, FLOPs) and exit")

@@ -1,11 +1,14 @@
 """Claim 1, training efficiency: language modelling on the default corpus,
 models matched by parameter count, each at its own best learning rate.
 
-A short sweep (seed 0, every learning rate of the scale) picks each
-model's learning rate (lowest final eval loss; a diverged run never wins);
-the longer run then trains each model at that rate for every seed of the
-scale. Eval loss is also reported in bits per byte, so that models compare
-whatever the tokenizer.
+A sweep (seed 0, every learning rate of the scale) picks each model's
+learning rate (lowest final eval loss; a diverged run never wins). Where a
+model's best is at an edge of its grid, the grid grows past that edge by
+the factor of ``LR_STEP`` (that model alone, at most ``MAX_EXTENSIONS``
+times per side) until the best is inside it, so the optimum is bracketed
+(or the table says it is not). The longer run then trains each model at
+its rate for every seed of the scale. Eval loss is also reported in bits
+per byte, so that models compare whatever the tokenizer.
 
 Verdict rules, both at matched compute: the eval bits per byte of each
 model (interpolated between evaluations, mean over seeds) at a number of
@@ -53,16 +56,31 @@ def task_options(s) -> dict:
     return opts
 
 
-def best_lrs(sweep: dict, lrs) -> dict:
-    """label -> the learning rate of its lowest final eval loss (lr -> JobResult); the middle lr without results."""
-    best = {}
-    for lr, job in sweep.items():
-        for label, r in (job or {}).items():
-            if r.status == "diverged" or r.final_eval_loss is None:
-                continue
-            if label not in best or r.final_eval_loss < best[label][1]:
-                best[label] = (lr, r.final_eval_loss)
-    return {label: lr for label, (lr, _) in best.items()}
+LR_STEP = 3.0  # the sweep's grid grows past an edge by this factor ...
+MAX_EXTENSIONS = 3  # ... at most this many times per side and model
+
+
+def best_lr(runs: dict) -> Optional[float]:
+    """The learning rate of the lowest final eval loss among ``runs`` (lr -> ModelResult or None); None when
+    every run diverged or none finished an evaluation."""
+    ok = {lr: r.final_eval_loss for lr, r in runs.items()
+          if r is not None and r.status != "diverged" and r.final_eval_loss is not None}
+    return min(ok, key=ok.get) if ok else None
+
+
+def extension(runs: dict, extended: dict) -> Optional[float]:
+    """The next learning rate to try for one model (lr -> ModelResult), or None
+    when its best is inside its grid (or nothing finished, or the side it
+    would grow has grown ``MAX_EXTENSIONS`` times: ``extended`` counts per side, "low" / "high")."""
+    best = best_lr(runs)
+    if best is None:
+        return None
+    grid = sorted(runs)
+    if best == grid[0] and extended["low"] < MAX_EXTENSIONS:
+        return float(f"{grid[0] / LR_STEP:.3g}")
+    if best == grid[-1] and extended["high"] < MAX_EXTENSIONS:
+        return float(f"{grid[-1] * LR_STEP:.3g}")
+    return None
 
 
 def long_run_checkpoint(suite, label: str, seed: int = 0):
@@ -76,10 +94,19 @@ def run(suite) -> ClaimResult:
     s = suite.scale
     specs = lm_models(s.lm_d)
     opts = task_options(s)
-    common = dict(task="lm", task_options=opts, batch_size=s.lm_batch_size)
+    common = dict(task="lm", task_options=opts, batch_size=s.lm_batch_size, eval_batches=s.lm_eval_batches)
     sweep = {lr: suite.compare(f"lm/sweep/lr{lr:g}", specs, steps=s.lm_sweep_steps, seed=0, lr=lr, **common)
              for lr in s.lm_lrs}
-    chosen = best_lrs(sweep, s.lm_lrs)
+    grids = {spec.label: {lr: (sweep[lr] or {}).get(spec.label) for lr in s.lm_lrs} for spec in specs}
+    for spec in specs:  # grow each model's grid past an edge where its best lies
+        runs, extended = grids[spec.label], {"low": 0, "high": 0}
+        while (lr := extension(runs, extended)) is not None:
+            extended["low" if lr < min(runs) else "high"] += 1
+            job = suite.compare(f"lm/sweep/{spec.label}/lr{lr:g}", [spec], steps=s.lm_sweep_steps, seed=0, lr=lr,
+                                **common)
+            runs[lr] = (job or {}).get(spec.label)
+    chosen = {label: lr for label, lr in ((label, best_lr(runs)) for label, runs in grids.items())
+              if lr is not None}
     middle = s.lm_lrs[len(s.lm_lrs) // 2]
     long_jobs = {spec.label: [suite.compare(f"lm/long/{spec.label}/seed{seed}", [spec], steps=s.lm_steps, seed=seed,
                                             lr=chosen.get(spec.label, middle), **common) for seed in s.lm_seeds]
@@ -91,26 +118,35 @@ def run(suite) -> ClaimResult:
         + f", context {s.lm_seq_len}; models: the zoo's `*-cpu-small` configs at d = {s.lm_d} (faithful defaults, "
         f"docs/models.md), plus `{EXTENSION}` (extension). Sweep: lr {', '.join(f'{x:g}' for x in s.lm_lrs)}, "
         f"{s.lm_sweep_steps} steps, seed 0; long run: {s.lm_steps} steps of batch {s.lm_batch_size} "
-        f"({tokens:,} tokens per model) at each model's best lr, seeds {', '.join(map(str, s.lm_seeds))}."))
+        f"({tokens:,} tokens per model) at each model's best lr, seeds {', '.join(map(str, s.lm_seeds))}; each "
+        f"evaluation over {s.lm_eval_batches} held-out batches "
+        f"({s.lm_eval_batches * s.lm_batch_size * s.lm_seq_len:,} tokens). Peak train memory: the resident-set (CPU) or allocator (CUDA) peak above the memory in use "
+        f"before the run (tmm.peak_memory)."))
     if suite.dry_run:
         return c
-    sweep_rows = ["| model | " + " | ".join(f"lr {lr:g}" for lr in s.lm_lrs) + " | chosen |",
-                  "|---" * (len(s.lm_lrs) + 2) + "|"]
+    all_lrs = sorted({lr for runs in grids.values() for lr in runs})
+    sweep_rows = ["| model | " + " | ".join(f"lr {lr:g}" for lr in all_lrs) + " | chosen | bracketed |",
+                  "|---" * (len(all_lrs) + 3) + "|"]
     for spec in specs:
-        cells = []
-        for lr in s.lm_lrs:
-            r = (sweep[lr] or {}).get(spec.label)
+        runs, cells = grids[spec.label], []
+        for lr in all_lrs:
+            r = runs.get(lr)
             cells.append("-" if r is None else ("diverged" if r.status == "diverged" else f"{r.final_bpb:.3f}"))
-        sweep_rows.append(f"| {spec.label} | " + " | ".join(cells) + f" | {chosen.get(spec.label, '-')} |")
-    c.tables.append((f"Sweep: final eval bits per byte after {s.lm_sweep_steps} steps (seed 0):",
-                     "\n".join(sweep_rows)))
+        best = chosen.get(spec.label)
+        inside = "-" if best is None else ("yes" if min(runs) < best < max(runs) else "no (at an edge)")
+        sweep_rows.append(f"| {spec.label} | " + " | ".join(cells) + f" | {best if best is not None else '-'} | "
+                          f"{inside} |")
+    c.tables.append((f"Sweep: final eval bits per byte after {s.lm_sweep_steps} steps (seed 0; each model's grid "
+                     f"grown past an edge where its best lay, at most {MAX_EXTENSIONS} times per side; '-': not "
+                     f"in that model's grid):", "\n".join(sweep_rows)))
     pooled = {}
     for label, jobs in long_jobs.items():
         pooled.update(over_seeds(jobs))
     matched = matched_flops(pooled)
     cols = [("lr", lambda p: f"{chosen.get(p.label, middle):g}"),
             ("final eval bpb", lambda p: mean_range(p, "final_bpb")),
-            ("final eval loss", lambda p: mean_range(p, "final_eval_loss"))]
+            ("final eval loss", lambda p: mean_range(p, "final_eval_loss")),
+            ("peak train memory MiB", lambda p: mean_range(p, "peak_mem_mib", nd=0))]
     if matched:
         cols += [(f"bpb at {matched:.3g} FLOPs (matched)", lambda p: _fmt(bpb_at(p, matched))),
                  (f"bpb at {matched / 2:.3g} FLOPs (half)", lambda p: _fmt(bpb_at(p, matched / 2)))]

@@ -10,7 +10,7 @@ from pathlib import Path
 from ...files import atomic_write_json
 from ..model_configs import read_config
 
-__all__ = ["ModelSpec", "copy_models", "lm_models", "ablation_models", "write_configs"]
+__all__ = ["ModelSpec", "copy_models", "width_models", "lm_models", "ablation_models", "write_configs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,10 +29,9 @@ def _sized(label, base, d, layers, **extra):
     return ModelSpec(label, base, tuple(sorted({"d_model": d, "n_layers": layers, **extra}.items())))
 
 
-def copy_models(d: int, layers: int, names=None, width=None) -> list:
+def copy_models(d: int, layers: int, names=None) -> list:
     """The copy claim's models at width d: TMM with 4 heads and flat, the three
-    baselines, TMM frozen (flat and 4 heads); ``width`` (ratio, hyena_d) adds
-    the width claim's pair: a flat TMM of d hyena_d / ratio and Hyena at hyena_d."""
+    baselines, TMM frozen (flat and 4 heads)."""
     specs = [
         _sized("tmm", "tmm-cpu-small", d, layers),
         _sized("tmm-flat", "ablation/tmm-flat", d, layers),
@@ -44,11 +43,15 @@ def copy_models(d: int, layers: int, names=None, width=None) -> list:
     ]
     if names is not None:
         specs = [s for s in specs if s.label in names]
-    if width is not None:
-        ratio, hyena_d = width
-        specs += [_sized(f"tmm-flat-d{hyena_d // ratio}", "ablation/tmm-flat", max(hyena_d // ratio, 1), layers),
-                  _sized(f"hyena-d{hyena_d}", "hyena-cpu-small", hyena_d, layers)]
     return specs
+
+
+def width_models(ratio: int, hyena_d: int, narrow_layers: int, layers: int) -> list:
+    """The width claim's pair: a flat TMM of d = hyena_d / ratio with
+    ``narrow_layers`` layers, and Hyena at hyena_d with ``layers``."""
+    narrow = max(hyena_d // ratio, 1)
+    return [_sized(f"tmm-flat-d{narrow}", "ablation/tmm-flat", narrow, narrow_layers),
+            _sized(f"hyena-d{hyena_d}", "hyena-cpu-small", hyena_d, layers)]
 
 
 def lm_models(d: int) -> list:

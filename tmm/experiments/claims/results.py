@@ -27,6 +27,7 @@ class ModelResult:
     final_eval_loss: Optional[float]
     steps_to_learned: Optional[int]  # first evaluation at >= 0.9 accuracy
     rows: list  # evaluation rows: step, tokens, flops_est, eval_loss, eval_acc (and eval_bpb for lm)
+    peak_mem_mib: Optional[float] = None  # measured while training (tmm.peak_memory); None: not measured
 
     @property
     def final_bpb(self) -> Optional[float]:
@@ -58,7 +59,8 @@ def read_compare_job(out: Path) -> JobResult:
     for s in summary["runs"]:
         label = s["config"]
         res[label] = ModelResult(label, s["params"], s["status"], s["final_acc"], s["final_eval_loss"],
-                                 s["steps_to_learned"], sorted(rows.get(label, []), key=lambda r: r["step"]))
+                                 s["steps_to_learned"], sorted(rows.get(label, []), key=lambda r: r["step"]),
+                                 s.get("peak_mem_mib"))
     return res
 
 

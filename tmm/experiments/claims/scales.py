@@ -36,6 +36,8 @@ class Scale:
     copy_long_n_models: tuple  # the models copied at the longest n (all models at the others)
     width_ratio: int  # the width claim: a flat TMM with d / width_ratio of Hyena's d
     width_hyena_d: int
+    width_narrow_layers: int  # the narrow TMM's depth (the authors': 8); Hyena has copy_layers
+    width_lrs: tuple  # each of the pair at its best of these (copy_width)
     # language modelling (claim 1)
     lm_tokenizer: str
     lm_vocab: int
@@ -47,6 +49,7 @@ class Scale:
     lm_steps: int  # the long run at each architecture's best lr
     lm_seeds: tuple
     lm_batch_size: int
+    lm_eval_batches: int  # held-out batches of lm_batch_size per evaluation
     # associative recall (the project's own test, Zoology's MQAR)
     mqar_settings: tuple  # (num_kv_pairs, seq_len): the first decides whether the setting separates
     mqar_vocab: int  # keys from its lower half, values from its upper half
@@ -73,8 +76,10 @@ SCALES = {
         name="small", seeds=(0,), batch_size=4,
         copy_ns=(16,), copy_vocab=8, copy_d=16, copy_layers=1, copy_steps=12, copy_lr=3e-3,
         copy_long_n_models=("tmm", "transformer"), width_ratio=8, width_hyena_d=32,
+        width_narrow_layers=2, width_lrs=(3e-3,),
         lm_tokenizer="byte", lm_vocab=256, lm_seq_len=32, lm_d=16, lm_max_bytes=600_000,
         lm_lrs=(1e-3, 3e-3), lm_sweep_steps=6, lm_steps=10, lm_seeds=(0,), lm_batch_size=4,
+        lm_eval_batches=2,
         mqar_settings=((2, 16),), mqar_vocab=16, mqar_d=16, mqar_layers=1, mqar_steps=10, mqar_lrs=(3e-3,),
         mqar_batch_size=4, mqar_eval_batches=2,
         retention_n=8, retention_random_vocab=8, retention_steps=8, retention_authors_layers=1,
@@ -84,12 +89,14 @@ SCALES = {
         name="default", seeds=(0, 1, 2), batch_size=8,
         copy_ns=(256, 512), copy_vocab=32, copy_d=64, copy_layers=2, copy_steps=300, copy_lr=3e-3,
         copy_long_n_models=("tmm", "tmm-flat", "transformer", "hyena", "mamba2"), width_ratio=32, width_hyena_d=128,
+        width_narrow_layers=8, width_lrs=(1e-3, 3e-3, 1e-2),
         lm_tokenizer="bpe", lm_vocab=4096, lm_seq_len=256, lm_d=128, lm_max_bytes=0,
-        lm_lrs=(1e-3, 3e-3, 1e-2), lm_sweep_steps=100, lm_steps=400, lm_seeds=(0, 1), lm_batch_size=8,
+        lm_lrs=(1e-3, 3e-3, 1e-2), lm_sweep_steps=300, lm_steps=1_500, lm_seeds=(0, 1), lm_batch_size=8,
+        lm_eval_batches=32,
         mqar_settings=((4, 64), (8, 128), (16, 256)), mqar_vocab=256, mqar_d=64, mqar_layers=2,
         mqar_steps=MQAR_DEFAULT_STEPS, mqar_lrs=(3e-4, 1e-3, 3e-3), mqar_batch_size=64, mqar_eval_batches=16,
         retention_n=32, retention_random_vocab=16, retention_steps=2_000, retention_authors_layers=4,
-        ablation_copy_n=256, ablation_steps=300, ablation_lm_steps=200,
+        ablation_copy_n=256, ablation_steps=300, ablation_lm_steps=600,
     ),
     # The README's main job (scripts/run.sh: --only copy): one seed at n = 128, under 10 minutes on 2 cores.
     "quick": None,
@@ -98,8 +105,10 @@ SCALES = {
         name="paper", seeds=(0, 1, 2), batch_size=64,
         copy_ns=(512,), copy_vocab=64, copy_d=256, copy_layers=16, copy_steps=10_000, copy_lr=5e-4,
         copy_long_n_models=("tmm", "tmm-flat", "transformer", "hyena", "mamba2"), width_ratio=32, width_hyena_d=256,
+        width_narrow_layers=8, width_lrs=(2e-4, 5e-4, 1e-3),
         lm_tokenizer="bpe", lm_vocab=8000, lm_seq_len=512, lm_d=512, lm_max_bytes=0,
         lm_lrs=(2e-4, 5e-4, 1e-3), lm_sweep_steps=2_000, lm_steps=20_000, lm_seeds=(0, 1), lm_batch_size=64,
+        lm_eval_batches=32,
         mqar_settings=((4, 64), (8, 128), (16, 256), (64, 512)), mqar_vocab=8192, mqar_d=128, mqar_layers=2,
         mqar_steps=20_000, mqar_lrs=(1e-4, 3e-4, 1e-3, 3e-3), mqar_batch_size=64, mqar_eval_batches=16,
         retention_n=512, retention_random_vocab=16, retention_steps=10_000, retention_authors_layers=16,
@@ -108,7 +117,7 @@ SCALES = {
 }
 SCALES["quick"] = dataclasses.replace(SCALES["default"], name="quick", seeds=(0,), copy_ns=(128,), copy_steps=200,
                                       lm_seeds=(0,), lm_steps=200, lm_sweep_steps=50,
-                                      mqar_settings=((4, 64),), mqar_steps=1_000, mqar_lrs=(1e-3, 3e-3),
+                                      mqar_settings=((4, 64),), mqar_steps=1_000, mqar_lrs=(1e-3, 3e-3), width_lrs=(3e-3,),
                                       retention_steps=600, ablation_copy_n=128, ablation_steps=200,
                                       ablation_lm_steps=100)
 

@@ -11,6 +11,15 @@ is an error naming the job (the suite never mixes runs of two settings).
 
 With ``dry_run`` no job runs: each is recorded in :attr:`Suite.plan` with
 its tokens and estimated FLOPs, and the claims see no results.
+
+With an ``archive`` folder (``--archive``, e.g. ``docs/results/claims-default``
+in the repository), each finished job's small files (:data:`ARCHIVED`: its
+settings, summary and metrics, no checkpoints) are copied there too, and a
+job finished in the archive is read from it instead of trained: the suite
+runs in parts, on any machine, and its report is rebuilt from the archive.
+A claim that needs another job's checkpoints (retention's extraction,
+operator-index, in-context) finds none for an archived job and says so or
+trains its own.
 """
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 import tmm.tasks
-from tmm.files import atomic_write_json
+from tmm.files import atomic_write_bytes, atomic_write_json
 from tmm.train import flops_per_token
 
 from ..compare import CompareSettings, run_comparison
@@ -31,9 +40,11 @@ from ..task_options import parse_task_options
 from .models import write_configs
 from .results import JobResult, read_compare_job
 
-__all__ = ["Suite", "PlannedJob", "DONE_FILE"]
+__all__ = ["Suite", "PlannedJob", "DONE_FILE", "ARCHIVED"]
 
 DONE_FILE = "claims_job.json"
+# What a finished job is read from (compare: config, summary, metrics; retention: summary); kept in the archive.
+ARCHIVED = (DONE_FILE, "config.json", "summary.json", "metrics.jsonl")
 
 
 @dataclasses.dataclass
@@ -50,8 +61,10 @@ class PlannedJob:
 class Suite:
     """Runs (or, with ``dry_run``, plans) the jobs of the claims under ``root``."""
 
-    def __init__(self, root, scale, *, threads: Optional[int] = None, dry_run=False, progress=True, say=print):
+    def __init__(self, root, scale, *, threads: Optional[int] = None, dry_run=False, progress=True, say=print,
+                 archive=None):
         self.root = Path(root)
+        self.archive = Path(archive) if archive is not None else None
         self.scale = scale
         self.threads = threads
         self.dry_run = dry_run
@@ -78,8 +91,9 @@ class Suite:
         if self.dry_run:
             self._plan_compare(path, specs, record)
             return None
-        if self._done(out, record):
-            return read_compare_job(out)
+        done = self._finished(path, record)
+        if done is not None:
+            return read_compare_job(done)
         configs = self.configs(out / "models", specs)
         resume = (out / "config.json").is_file()
         self.say(f"{'resuming' if resume else 'running'} {path} ({len(specs)} models, {steps} steps, seed {seed})")
@@ -89,7 +103,7 @@ class Suite:
             results_root=self.root, log_prefix=f"claims {path}")
         if result.exit_code == 130:
             raise KeyboardInterrupt
-        self._mark_done(out, record)
+        self._mark_done(path, record)
         return read_compare_job(out)
 
     def _plan_compare(self, path, specs, record):
@@ -119,6 +133,12 @@ class Suite:
         out = self.root / path
         record = {"kind": "retention", **{k: v for k, v in dataclasses.asdict(settings).items()
                                            if k not in ("out", "no_progress", "threads")}}
+        # paths under the root written relative to it: the record must not depend on where the suite lives
+        record["configs"] = ",".join(self._relative(p) for p in str(record["configs"] or "").split(",") if p) or None
+        record["encoder"] = {k: self._relative(p) for k, p in record["encoder"].items()}
+        # Which checkpoints the encoders came from follows from the LM jobs' settings, checked with those jobs;
+        # an archived job is read on a machine without them.
+        derived = ("encoder",)
         if self.dry_run:
             n_models = len([a for a in settings.archs.split(",") if a]) if not settings.configs else \
                 len(str(settings.configs).split(","))
@@ -126,24 +146,42 @@ class Suite:
             self.plan.append(PlannedJob(path, "retention", [(f"{n_models} encoders", 0, 0.0)], settings.steps,
                                         tokens, 0.0, record))
             return None
-        if not self._done(out, record):
+        done = self._finished(path, record, derived)
+        if done is None:
             self.say(f"running {path}")
             run_retention(dataclasses.replace(settings, out=str(out), no_progress=not self.progress,
                                               **({"threads": self.threads} if self.threads else {})))
-            self._mark_done(out, record)
-        return json.loads((out / "summary.json").read_text())
+            self._mark_done(path, record)
+            done = out
+        return json.loads((done / "summary.json").read_text())
 
     # -- bookkeeping --------------------------------------------------------
-    def _done(self, out: Path, record: dict) -> bool:
-        done = out / DONE_FILE
-        if not done.is_file():
-            return False
-        check_same(json.loads(done.read_text()), record,
-                   f"{out} holds a finished job with other settings than this suite's (another --scale or "
-                   "version?): remove it or give another --out", runtime=("finished",))
-        return True
+    def _relative(self, path: str) -> str:
+        """``path`` relative to the suite's root when it lies under it, else as given."""
+        try:
+            return str(Path(path).resolve().relative_to(self.root.resolve()))
+        except ValueError:
+            return path
 
-    def _mark_done(self, out: Path, record: dict):
+    def _finished(self, path: str, record: dict, derived=()) -> Optional[Path]:
+        """The folder holding job ``path`` finished with ``record``'s settings (but the keys ``derived``):
+        under the root, else in the archive; None when it has not finished. SettingsError where it finished
+        with other settings."""
+        for folder in (self.root / path, None if self.archive is None else self.archive / path):
+            if folder is not None and (folder / DONE_FILE).is_file():
+                check_same(json.loads((folder / DONE_FILE).read_text()), record,
+                           f"{folder} holds a finished job with other settings than this suite's (another --scale "
+                           "or version?): remove it or give another --out / --archive",
+                           runtime=("finished",) + tuple(derived))
+                return folder
+        return None
+
+    def _mark_done(self, path: str, record: dict):
+        out = self.root / path
         finished = datetime.datetime.now().isoformat(timespec="seconds")
         atomic_write_json(out / DONE_FILE, {**record, "finished": finished})
+        if self.archive is not None:
+            for name in ARCHIVED:
+                if (out / name).is_file():
+                    atomic_write_bytes(self.archive / path / name, (out / name).read_bytes())
 
