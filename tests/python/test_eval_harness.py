@@ -272,3 +272,24 @@ def test_cli_and_evaluate_script(trained, tasks_dir, tmp_path, capsys, monkeypat
     metrics = {(r["task"], r["metric"]) for r in summary["rows"]}
     assert {("tmm_local_mc", "acc"), ("tmm_local_gen", "exact_match")} <= metrics
     assert summary["tasks"] == ["tmm_local_mc", "tmm_local_gen"]
+
+
+def test_local_verse_tasks_run_through_the_harness(trained, tmp_path, restore_threads):
+    """tmm.eval.local_tasks (the end-to-end run's tasks): every output type, rolling loglikelihood included."""
+    import lm_eval
+
+    from tmm.eval.local_tasks import VERSE_TASKS, write_verse_tasks
+
+    ckpt, _ = trained
+    rng = random.Random(3)
+    text = "".join(" ".join(rng.choice(["the", "lord", "said", "unto", "him", "and", "go"]) for _ in range(10)) + "\n"
+                   for _ in range(9000))  # 25 sections of 16 KiB: one held out
+    folder = write_verse_tasks(tmp_path / "tasks", text, n=12)
+    docs = [json.loads(line) for line in (folder / "verses.jsonl").read_text().splitlines()]
+    assert len(docs) == 12 and all(d["choices"][d["gold"]] in d["line"] for d in docs)
+    torch.set_num_threads(1)
+    out = lm_eval.simple_evaluate(model="tmm", model_args=f"pretrained={ckpt}", device="cpu", tasks=list(VERSE_TASKS),
+                                  task_manager=local_tasks(folder), limit=4)
+    res = out["results"]
+    assert 0.0 <= res["verse_choice"]["acc,none"] <= 1.0 and "exact_match,first_word" in res["verse_next_word"]
+    assert res["verse_ppl"]["bits_per_byte,none"] > 0
