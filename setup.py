@@ -62,6 +62,9 @@ EXTRAS = {
     "hf": ["transformers>=4.46"],            # reading a Llama or Mamba2 config.json (tmm.hf)
     "bpe": ["tokenizers>=0.19"],             # training a BPE (tmm.text.train_bpe)
     "parquet": ["pyarrow>=14"],              # Parquet corpora (tmm.tasks)
+    # benchmark evaluation with EleutherAI's harness (tmm.eval.harness, scripts/evaluate.py), with the
+    # harness's own extras for the paper's IFEval and LongBench
+    "eval": ["lm-eval[ifeval,longbench]>=0.4.13"],
 }
 EXTRAS["all"] = sorted({r for reqs in EXTRAS.values() for r in reqs})
 

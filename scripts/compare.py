@@ -10,6 +10,8 @@ parameter count, and writes tables and plots (tmm.experiments.compare).
     python scripts/compare.py --ablation --steps 300      # the TMM variants of models/ablation/
     python scripts/compare.py --archs tmm --mixer my_pkg.MyMixer --steps 300   # your mixer in TMM's skeleton
     torchrun --nproc_per_node 2 scripts/compare.py --task-option n=32 ...   # DistributedDataParallel
+    python scripts/compare.py --recipe paper --task-option path=shards/ --device cuda   # the authors' recipe
+    python scripts/compare.py --recipe paper --task-option path=shards/ --dry-run       # its estimated cost only
 
 With no arguments it runs the copy task (n = 32 random tokens written twice,
 so sequences of 64, scored on the second half) on the ``<arch>-cpu-small``
@@ -24,7 +26,10 @@ vs_flops.png. --checkpoint-every N writes training checkpoints; --resume
 runtime options --threads, --no-progress, --no-plots, --checkpoint-every,
 --no-nan-guard, --device, --grad-accum may change). --grad-accum K trains
 each step's --batch-size in K micro-batches per process (gradient
-accumulation: the same step to float rounding, a K-th of the activations). What each output holds, how steps are
+accumulation: the same step to float rounding, a K-th of the activations).
+--precision bfloat16|float16, --compile, --drop-in (TMM and Hyena as tmm.nn
+models) with --activation-checkpointing or --fsdp, --peak-tflops (the MFU
+column), --recipe paper and --dry-run: docs/training.md. What each output holds, how steps are
 sized to the budget, resume and distributed training: tmm/experiments/compare.py
 and docs/experiments.md.
 """
@@ -108,6 +113,24 @@ def parse_args(argv=None):
                    help="do not stop at the first non-finite loss, gradient or parameter")
     p.add_argument("--device", default=D.device, choices=["cpu", "cuda"],
                    help="where to train (cuda: under torchrun, the GPU of each process's LOCAL_RANK)")
+    p.add_argument("--min-lr-ratio", type=float, default=D.min_lr_ratio,
+                   help="the linear decay ends at this fraction of --lr")
+    p.add_argument("--precision", default=D.precision, choices=["float32", "bfloat16", "float16"],
+                   help="autocast of the forward (float16 with a GradScaler); parameters and AdamW stay float32")
+    p.add_argument("--compile", nargs="?", const="inductor", default=False, metavar="BACKEND",
+                   help="torch.compile the forward (with the backend named, default inductor)")
+    p.add_argument("--activation-checkpointing", action="store_true",
+                   help="recompute each block in backward (tmm.nn models: with --drop-in)")
+    p.add_argument("--fsdp", action="store_true",
+                   help="FSDP2 (fully_shard) instead of DDP under torchrun (tmm.nn models: with --drop-in)")
+    p.add_argument("--drop-in", action="store_true",
+                   help="build TMM and Hyena configs from tmm.nn's drop-in layers (no checkpoints)")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="one device's peak TFLOP/s for the MFU column (default: tmm.train.PEAK_FLOPS for known GPUs)")
+    p.add_argument("--recipe", default=None, choices=["paper"],
+                   help="the authors' recipe (tmm.experiments.recipe) for every flag left at its default; prints "
+                        "the estimated time and tokens first")
+    p.add_argument("--dry-run", action="store_true", help="print the estimate (from a measured step) and exit")
     args = p.parse_args(argv)
     try:
         return CompareSettings(**vars(args)).checked()
@@ -121,6 +144,8 @@ def main(argv=None):
         result = run_comparison(settings, results_root=REPO / "results", log_prefix="compare.py", repo=REPO)
     except SettingsError as e:
         sys.exit(f"compare.py: {e}")
+    if result.out is None:  # --dry-run: the estimate (on stderr already)
+        return result.exit_code
     if result.table:  # rank 0 alone reports
         print(f"\nResults in {result.out}\n")
         print(result.table)

@@ -53,13 +53,40 @@ the training stream, and reports the mean loss and the task's accuracy
 
 Each evaluation gives ``log`` one dict row::
 
-    step, tokens, wall_s, train_loss, eval_loss, eval_acc, flops_est, lr
+    step, tokens, wall_s, train_loss, eval_loss, eval_acc, flops_est, lr, tokens_per_s, mfu
 
 ``tokens`` counts every input token processed by training steps
 (``steps * batch_size * seq_len``); ``wall_s`` is the time spent in training
 steps only (evaluation excluded, so that curves against wall-clock compare
 the architectures' training speed); ``train_loss`` is the mean training loss
-since the previous row.
+since the previous row; ``tokens_per_s`` the training tokens per second of
+wall-clock time in training steps since the previous row (all processes
+together), ``mfu`` the model FLOPs utilisation over that interval: the
+estimate below times ``tokens_per_s``, over the peak FLOP/s of all
+processes' devices (``peak_flops`` per device, or :func:`peak_flops` for the
+GPUs in its table; None when unknown, e.g. on a CPU).
+
+Precision (``precision``): ``bfloat16`` and ``float16`` run each forward
+under ``torch.autocast`` (parameters, gradients and optimizer state stay
+float32); ``float16`` also scales the loss with a ``torch.amp.GradScaler``
+(a step whose gradients overflowed is skipped and the scale lowered, as the
+scaler does, instead of stopping the guard; the scaler's state is in the
+checkpoints). ``compile``: ``torch.compile`` of the forward (the C++ zoo
+models are one opaque call to Dynamo, so it compiles only the code around
+them; a ``tmm.nn`` model compiles whole). ``activation_checkpointing``:
+each block of a ``tmm.nn.SequenceModel`` is recomputed in backward
+(``torch.utils.checkpoint``) instead of keeping its activations; a C++ zoo
+model is refused: its whole forward is one C++ call whose saved tensors
+Python cannot drop (checkpointing the whole call would recompute
+everything at once and save no peak memory). ``fsdp``: FSDP2
+(``torch.distributed.fsdp.fully_shard`` on each block, then on the model)
+instead of DDP, for ``tmm.nn`` models; parameters, gradients and optimizer
+state are sharded over the processes, every rank evaluates (the forward
+gathers the parameters) and rank 0 logs. A C++ zoo model cannot be
+sharded: ``fully_shard`` replaces each parameter with a ``DTensor`` shard
+and gathers it before a submodule's forward through module hooks, but the
+C++ forward holds its own references to the full tensors and never calls
+Python submodules.
 
 FLOPs estimate (:func:`flops_per_token`), per trained token, forward +
 backward (3x the forward):
@@ -133,6 +160,11 @@ class TrainConfig:
     checkpoint_every: int = 0  # steps between checkpoints (and one at the end); 0 = none
     checkpoint_keep: int = 2  # checkpoints kept (the newest ones)
     resume: bool = False  # continue from checkpoint_dir's newest checkpoint, if there is one
+    precision: str = "float32"  # float32, or bfloat16 / float16 autocast (float16 with a GradScaler)
+    compile: object = False  # torch.compile the (DDP-wrapped) model's forward: True, or a backend's name
+    activation_checkpointing: bool = False  # recompute each block in backward (tmm.nn models only)
+    fsdp: bool = False  # FSDP2 (fully_shard per block, then the model) instead of DDP (tmm.nn models only)
+    peak_flops: Optional[float] = None  # one device's peak FLOP/s for the MFU column (None: the table's, if known)
 
 
 @dataclasses.dataclass
@@ -221,6 +253,38 @@ def flops_per_token(config: dict, num_params: int, seq_len: int) -> float:
     return 6.0 * weights + 3.0 * layers * mix
 
 
+# Dense peak FLOP/s per GPU (vendor data sheets, no sparsity): (name fragment, 16-bit tensor cores, TF32, FP32).
+# Matched in order against torch.cuda.get_device_name(); the first fragment found wins.
+PEAK_FLOPS = (
+    ("GH200", 989e12, 494.5e12, 67e12),
+    ("H200", 989e12, 494.5e12, 67e12),
+    ("H100 PCIe", 756e12, 378e12, 51e12),
+    ("H100", 989e12, 494.5e12, 67e12),  # SXM
+    ("B200", 2250e12, 1100e12, 80e12),
+    ("A100", 312e12, 156e12, 19.5e12),
+    ("L40S", 362e12, 183e12, 91.6e12),
+    ("A10G", 70e12, 35e12, 31.2e12),
+    ("L4", 121e12, 60e12, 30.3e12),
+)
+_AMP_DTYPES = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def peak_flops(device, precision="float32"):
+    """One device's peak FLOP/s for ``precision`` from :data:`PEAK_FLOPS`
+    (float32: the TF32 figure when torch allows TF32 matmuls), or None (a
+    CPU, or a GPU not in the table: give ``TrainConfig.peak_flops``)."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name(device)
+    for fragment, half, tf32, fp32 in PEAK_FLOPS:
+        if fragment in name:
+            if precision in ("bfloat16", "float16"):
+                return half
+            return tf32 if torch.backends.cuda.matmul.allow_tf32 else fp32
+    return None
+
+
 def _lr_at(step, cfg):
     """Learning rate for step `step` (0-based): linear warm-up, linear decay."""
     if cfg.warmup > 0 and step < cfg.warmup:
@@ -241,7 +305,7 @@ def _first_nonfinite(named):
     """(name, bad elements, size) of the first tensor in `named` ((name,
     tensor or None) pairs) holding a NaN or an infinity, or None. One
     host-device sync when all are finite."""
-    named = [(n, t) for n, t in named if t is not None]
+    named = [(n, t.to_local() if hasattr(t, "to_local") else t) for n, t in named if t is not None]
     if not named:
         return None
     ok = torch.stack([torch.isfinite(t).all() for _, t in named])
@@ -249,6 +313,33 @@ def _first_nonfinite(named):
         return None
     name, t = named[int((~ok).nonzero()[0, 0])]
     return name, int((~torch.isfinite(t)).sum()), t.numel()
+
+
+def _full(t):
+    """A DTensor's full value (FSDP2), else the tensor."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def _enable_activation_checkpointing(model):
+    """Turns on per-block recomputation in backward; ValueError naming why for a model that cannot."""
+    if not hasattr(model, "activation_checkpointing"):
+        kind = type(model).__name__
+        why = ("its whole forward is one C++ call, whose saved activations Python cannot drop; checkpointing the "
+               "whole call would recompute every block at once in backward and save no peak memory"
+               if hasattr(model, "_cpp_root") else "it has no per-block recomputation")
+        raise ValueError(f"train: activation_checkpointing is not available for a {kind}: {why}. Build the model "
+                         "from tmm.nn's drop-in layers (tmm.nn.SequenceModel.from_config(config)) instead")
+    model.activation_checkpointing = True
+
+
+def _check_shardable(model):
+    if hasattr(model, "_cpp_root") or not hasattr(model, "blocks"):
+        raise ValueError(
+            f"train: fsdp (FSDP2 fully_shard) is not available for a {type(model).__name__}: "
+            + ("a C++ zoo model's forward holds its own references to the full parameters and never calls Python "
+               "submodules, so it cannot gather DTensor shards; train it with DDP (every paper-size model fits one "
+               "GPU) or build it from tmm.nn (tmm.nn.SequenceModel.from_config(config))"
+               if hasattr(model, "_cpp_root") else "it has no .blocks to shard"))
 
 
 def _distributed():
@@ -279,14 +370,16 @@ def _check_resumable(path, saved, cfg):
 
 
 @torch.no_grad()
-def evaluate(model, task, eval_set):
-    """(mean loss, mean accuracy) over a list of (ids, labels) batches."""
+def evaluate(model, task, eval_set, autocast=None):
+    """(mean loss, mean accuracy) over a list of (ids, labels) batches
+    (``autocast``: a context manager factory around each forward)."""
     was_training = model.training
     model.eval()
     losses, accs = [], []
     try:
         for ids, labels in eval_set:
-            out = model(ids, labels=labels)
+            with (autocast or contextlib.nullcontext)():
+                out = model(ids, labels=labels)
             losses.append(float(out.loss))
             accs.append(float(task.accuracy(out.logits, labels)))
     finally:
@@ -301,6 +394,13 @@ def _check_config(cfg):
         raise ValueError(f"train: grad_accum must be an int >= 1 (micro-batches per step), got {cfg.grad_accum!r}")
     if cfg.checkpoint_keep < 1:
         raise ValueError(f"train: checkpoint_keep must be >= 1, got {cfg.checkpoint_keep}")
+    if cfg.precision not in _AMP_DTYPES:
+        raise ValueError(f"train: precision must be one of {', '.join(_AMP_DTYPES)}, got {cfg.precision!r}")
+    if cfg.peak_flops is not None and not cfg.peak_flops > 0:
+        raise ValueError(f"train: peak_flops must be > 0 (FLOP/s of one device), got {cfg.peak_flops!r}")
+    if cfg.fsdp and (cfg.checkpoint_every or cfg.resume):
+        raise ValueError("train: fsdp has no training checkpoints (a sharded tmm.nn model has no checkpoint format); "
+                         "checkpoint_every and resume need DDP")
     if (cfg.checkpoint_every or cfg.resume) and not cfg.checkpoint_dir:
         what = "resume=True" if cfg.resume else f"checkpoint_every={cfg.checkpoint_every}"
         raise ValueError(f"train: {what} needs checkpoint_dir (the folder of the checkpoints)")
@@ -323,9 +423,20 @@ class _Training:
         config = model.config if hasattr(model, "config") else {}
         self.fpt = flops_per_token(config, model.num_parameters(), task.seq_len)
         self.tokens_per_step = cfg.batch_size * task.seq_len
+        self.amp_dtype = _AMP_DTYPES[cfg.precision]
+        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.precision == "float16" else None
+        self.peak = cfg.peak_flops or peak_flops(self.device, cfg.precision)
+        if cfg.activation_checkpointing:
+            _enable_activation_checkpointing(model)
+        self.sharded = cfg.fsdp and self.world > 1
+        if cfg.fsdp:
+            _check_shardable(model)
+        if self.sharded:
+            self._shard()
         # Batches come from CPU generators: the same data on every device and rank.
         self.gen = torch.Generator().manual_seed(cfg.seed)
-        self.eval_set = self._eval_set() if self.main else []
+        # Every rank evaluates a sharded model (its forward gathers parameters from all); rank 0 logs.
+        self.eval_set = self._eval_set() if self.main or self.sharded else []
         self.opt = _optimizer(model, cfg)
         model.train()
         self.rows, self.losses = [], []
@@ -340,9 +451,32 @@ class _Training:
         if cfg.resume:
             elapsed_before = self._resume()
         self.t_start = time.monotonic() - elapsed_before
+        self.mark = (self.step_count, self.wall)  # where the current logging interval began
         self.fwd = model
-        if self.world > 1:
+        if self.world > 1 and not self.sharded:
             self._wrap_ddp()
+        if cfg.compile:  # True: the default backend (inductor); a str names one
+            self.fwd = torch.compile(self.fwd, **({"backend": cfg.compile} if isinstance(cfg.compile, str) else {}))
+
+    def autocast(self):
+        """The forward's autocast context (a no-op in float32)."""
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    def _backward(self, objective):
+        (self.scaler.scale(objective) if self.scaler is not None else objective).backward()
+
+    def _shard(self):
+        """FSDP2: fully_shard each block, then the model (gradients reduce-scattered, averaged over ranks)."""
+        import torch.distributed as dist
+        from torch.distributed.fsdp import fully_shard
+
+        for block in self.model.blocks:
+            fully_shard(block)
+        fully_shard(self.model)
+        self.comm_device = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        self.per_rank = self.cfg.batch_size // self.world
 
     def _eval_set(self):
         """The fixed held-out set: another seeded stream, the task's held-out split when it has one."""
@@ -363,6 +497,8 @@ class _Training:
             return 0.0
         _check_resumable(path, train_checkpoints.read_state(path).get("train_config") or {}, self.cfg)
         saved = train_checkpoints.load(path, self.model, self.opt, {"data": self.gen})
+        if self.scaler is not None and saved.get("grad_scaler"):
+            self.scaler.load_state_dict(saved["grad_scaler"])
         self.step_count = self.resumed_from = saved["step"]
         self.rows, self.losses = saved["rows"], saved["losses"]
         self.loss_sum, self.loss_n = saved["loss_sum"], saved["loss_n"]
@@ -383,9 +519,13 @@ class _Training:
 
         # Broadcasts rank 0's parameters, then averages gradients in backward.
         device = self.device
-        self.fwd = DistributedDataParallel(self.model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.fwd = self.ddp = DistributedDataParallel(self.model,
+                                                      device_ids=[device.index] if device.type == "cuda" else None)
         self.comm_device = device if dist.get_backend() == "nccl" else torch.device("cpu")
         self.per_rank = self.cfg.batch_size // self.world
+
+    def _ddp(self):
+        return self.ddp
 
     def _stop(self, message, tensor):
         step = self.step_count + 1
@@ -402,9 +542,10 @@ class _Training:
         rank's rows already, not the global batch."""
         world, micro = self.world, self.cfg.grad_accum
         if world == 1 and micro == 1:  # the plain step
-            loss = self.fwd(ids.to(self.device), labels=labels.to(self.device)).loss
+            with self.autocast():
+                loss = self.fwd(ids.to(self.device), labels=labels.to(self.device)).loss
             self._check_loss(loss)
-            loss.backward()
+            self._backward(loss)
             return loss.detach()
         import torch.distributed as dist
 
@@ -424,9 +565,11 @@ class _Training:
         total = None
         for j, (x, y) in enumerate(zip(ids.chunk(micro), labels.chunk(micro))):
             n = int((y != IGNORE_INDEX).sum())
-            # DDP reduces gradients at the last micro-batch's backward only.
+            # DDP (and FSDP2) reduce gradients at the last micro-batch's backward only.
             sync = world == 1 or j == micro - 1
-            with contextlib.nullcontext() if sync else self.fwd.no_sync():
+            if self.sharded:
+                self.model.set_requires_gradient_sync(sync)
+            with contextlib.nullcontext() if sync or self.sharded else self._ddp().no_sync(), self.autocast():
                 out = self.fwd(x, labels=y)
                 # Each micro-batch's mean loss weighted by its share of the global batch's labelled
                 # tokens (times the world size: DDP averages over the ranks): the gradients sum to
@@ -438,8 +581,9 @@ class _Training:
                 reported = (objective.detach() / world).to(self.comm_device if world > 1 else objective.device)
                 if world > 1:
                     dist.all_reduce(reported)  # the same on every rank, so every rank stops alike
-                self._check_loss(reported)
-                objective.backward()
+            self._check_loss(reported)
+            with contextlib.nullcontext() if sync or self.sharded else self._ddp().no_sync():
+                self._backward(objective)
             total = reported if total is None else total + reported
         return total
 
@@ -448,14 +592,17 @@ class _Training:
         before clipping, which would spread one NaN to all of them. The global
         norm is finite iff every gradient is (or it overflowed: checked here)."""
         model, cfg = self.model, self.cfg
+        if self.scaler is not None:
+            self.scaler.unscale_(self.opt)
         grads = [p.grad for p in model.parameters() if p.grad is not None]
-        norm = torch.nn.utils.get_total_norm(grads)
-        if cfg.nan_guard and not torch.isfinite(norm):
+        norm = torch.nn.utils.get_total_norm(grads)  # a DTensor when sharded: clipping takes it as it is
+        # float16: an overflow is the GradScaler's to handle (the step is skipped, the scale lowered).
+        if cfg.nan_guard and self.scaler is None and not torch.isfinite(_full(norm)):
             bad = _first_nonfinite((n, p.grad) for n, p in model.named_parameters())
             if bad:
                 self._stop(f"the gradient of '{bad[0]}' is not finite ({bad[1]} of {bad[2]} elements; "
                            "the first such parameter in model.named_parameters() order)", f"grad:{bad[0]}")
-            self._stop(f"the global gradient norm overflowed to {norm.item()} although every gradient is finite",
+            self._stop(f"the global gradient norm overflowed to {_full(norm).item()} although every gradient is finite",
                        "grad_norm")
         torch.nn.utils.clip_grads_with_norm_(model.parameters(), cfg.grad_clip or math.inf, norm)
 
@@ -485,8 +632,12 @@ class _Training:
         opt.zero_grad(set_to_none=True)
         reported = self._forward_backward(ids, labels, local=self.streamed)
         self._clip_guarded()
-        opt.step()
-        if cfg.nan_guard and not torch.isfinite(torch.nn.utils.get_total_norm(model.parameters())):
+        if self.scaler is not None:
+            self.scaler.step(opt)
+            self.scaler.update()
+        else:
+            opt.step()
+        if cfg.nan_guard and not torch.isfinite(_full(torch.nn.utils.get_total_norm(model.parameters()))):
             bad = _first_nonfinite(model.named_parameters())
             if bad:
                 self._stop(f"the parameter '{bad[0]}' is not finite after the optimizer step ({bad[1]} of {bad[2]} "
@@ -504,7 +655,12 @@ class _Training:
     def evaluate(self):
         """The evaluation row of the current step, logged (rank 0 only)."""
         step = self.step_count
-        eval_loss, eval_acc = evaluate(self.model, self.task, self.eval_set)
+        eval_loss, eval_acc = evaluate(self.fwd if self.sharded else self.model, self.task, self.eval_set,
+                                       self.autocast)
+        steps0, wall0 = self.mark
+        self.mark = (step, self.wall)
+        interval = self.wall - wall0
+        tps = (step - steps0) * self.tokens_per_step / interval if interval > 0 and step > steps0 else None
         row = {
             "step": step,
             "tokens": step * self.tokens_per_step,
@@ -514,11 +670,15 @@ class _Training:
             "eval_acc": eval_acc,
             "flops_est": self.fpt * step * self.tokens_per_step,
             "lr": self.opt.param_groups[0]["lr"],
+            "tokens_per_s": tps,
+            "mfu": tps * self.fpt / (self.peak * self.world) if tps is not None and self.peak else None,
         }
         extra = getattr(self.task, "eval_metrics", None)  # e.g. lm's bits per byte
         if extra is not None:
             row.update(extra(eval_loss, self.eval_set))
         self.loss_sum, self.loss_n = 0.0, 0
+        if not self.main:  # a sharded model's other ranks evaluate with rank 0, which alone logs
+            return row
         self.rows.append(row)
         if self.log is not None:
             self.log(row)
@@ -538,6 +698,8 @@ class _Training:
         }
         if self.streamed:
             state["data_position"] = self.data_position
+        if self.scaler is not None:
+            state["grad_scaler"] = self.scaler.state_dict()
         train_checkpoints.save(self.cfg.checkpoint_dir, self.step_count, self.model, self.opt, state,
                            {"data": self.gen}, keep=self.cfg.checkpoint_keep)
 
@@ -570,11 +732,12 @@ def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] =
     run = _Training(model, task, cfg, log)
     bar = Progress(cfg.steps, cfg.desc, unit="step", initial=run.step_count, enabled=cfg.progress and run.main)
     try:
-        if run.resumed_from is None and run.main:
+        evaluates = run.main or run.sharded
+        if run.resumed_from is None and evaluates:
             run.evaluate()
         while run.step_count < cfg.steps and not run.stopped:
             run.step()
-            if run.main and run.due(cfg.eval_every):
+            if evaluates and run.due(cfg.eval_every):
                 row = run.evaluate()
                 bar.update(1, loss=f"{row['eval_loss']:.3f}", acc=f"{row['eval_acc']:.3f}")
             else:

@@ -11,22 +11,33 @@ from .model_configs import build_model
 __all__ = ["time_steps", "size_steps", "proportional_share", "EvenShares"]
 
 
-def time_steps(cfg, task, batch_size, seed, n=3, device="cpu"):
+def time_steps(cfg, task, batch_size, seed, n=3, device="cpu", grad_accum=1, world=1, precision="float32",
+               drop_in=False):
     """Seconds per training step (forward, backward, AdamW) of a throwaway
-    model: the median of n timed steps after one untimed."""
+    model: the median of n timed steps after one untimed. A step is what
+    one process runs: its ``batch_size / world`` rows in ``grad_accum``
+    micro-batches, forward under autocast for bfloat16 / float16 (the
+    gradient reduction between processes is not timed)."""
+    import contextlib
+
     torch.manual_seed(seed)
-    model = build_model(cfg).to(device)
+    model = build_model(cfg, drop_in=drop_in).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed + 7)
-    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    amp = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(precision)
+    rows = max(1, batch_size // max(world, 1) // max(grad_accum, 1))
     times = []
     for i in range(n + 1):
-        ids, labels = (t.to(device) for t in task.batch(batch_size, gen))
+        batches = [[t.to(device) for t in task.batch(rows, gen)] for _ in range(grad_accum)]
         sync()
         t0 = time.perf_counter()
-        loss = model(ids, labels=labels).loss
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        for ids, labels in batches:
+            with torch.autocast(dev.type, dtype=amp) if amp else contextlib.nullcontext():
+                loss = model(ids, labels=labels).loss
+            loss.backward()
         opt.step()
         sync()
         if i:

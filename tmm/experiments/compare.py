@@ -26,7 +26,7 @@ re-shared as each finishes; one that runs out of its share stops early
 
 Output in ``out`` (default ``<results_root>/<task>-<timestamp>/``): metrics.jsonl
 (one row per evaluation per architecture: arch, config, params, step,
-tokens, wall_s, train_loss, eval_loss, eval_acc, flops_est, lr; appended and
+tokens, wall_s, train_loss, eval_loss, eval_acc, flops_est, lr, tokens_per_s, mfu; appended and
 flushed as they come), config.json (the settings, the task, each model's
 config and parameter count, the git revision of the caller's checkout
 ``repo``, machine and load), summary.md,
@@ -82,7 +82,7 @@ DEFAULT_ARCHS = "tmm,transformer,hyena,mamba2"
 DEFAULT_BUDGET_MIN = 8.0  # when steps is not given
 # Settings that may differ when a run is resumed: they change how, not what, it computes.
 RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "checkpoint_every", "no_nan_guard", "device", "no_plots",
-                    "grad_accum"}
+                    "grad_accum", "compile", "activation_checkpointing", "fsdp", "peak_tflops", "dry_run"}
 
 
 @dataclasses.dataclass
@@ -122,12 +122,25 @@ class CompareSettings:
     mixer: Optional[str] = None  # a user's mixer (import path), trained in the skeleton of mixer_base
     mixer_kwargs: Optional[str] = None  # JSON object of the mixer's keyword arguments
     mixer_base: str = "tmm-cpu-small"  # the zoo config whose sizes and block options the mixer gets
+    min_lr_ratio: float = 0.1  # the linear decay ends at min_lr_ratio * lr
+    precision: str = "float32"  # float32, bfloat16 or float16 (autocast; float16 with a GradScaler)
+    compile: object = False  # torch.compile the forward: False, or a backend's name ("inductor")
+    activation_checkpointing: bool = False  # recompute each block in backward (with drop_in: tmm.nn models)
+    fsdp: bool = False  # FSDP2 instead of DDP under torchrun (with drop_in: tmm.nn models)
+    drop_in: bool = False  # build TMM and Hyena configs as tmm.nn.SequenceModel (no checkpoints)
+    peak_tflops: Optional[float] = None  # one device's peak TFLOP/s for the MFU column (default: the table's)
+    recipe: Optional[str] = None  # "paper": the authors' training recipe (tmm.experiments.recipe) for unset flags
+    dry_run: bool = False  # print the plan and its estimated time (from a measured step), train nothing
 
     def checked(self) -> "CompareSettings":
         """A copy with the defaults that depend on the machine filled in
         (threads) and configs split at commas; SettingsError naming the
         flag for a value out of range."""
         s = dataclasses.replace(self, task_option=list(self.task_option), betas=tuple(self.betas))
+        if s.recipe is not None:
+            from .recipe import apply_recipe
+
+            s = apply_recipe(s)
         if isinstance(s.configs, str):
             s.configs = [s.configs]
         if s.configs:
@@ -141,6 +154,18 @@ class CompareSettings:
             v = getattr(s, name)
             if v is not None and v < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+        if s.precision not in ("float32", "bfloat16", "float16"):
+            raise SettingsError(f"--precision must be float32, bfloat16 or float16, got {s.precision!r}")
+        if not 0.0 <= s.min_lr_ratio <= 1.0:
+            raise SettingsError(f"--min-lr-ratio must be in [0, 1], got {s.min_lr_ratio}")
+        if s.peak_tflops is not None and s.peak_tflops <= 0:
+            raise SettingsError("--peak-tflops must be > 0")
+        if s.drop_in and s.checkpoint_every:
+            raise SettingsError("--checkpoint-every is not supported with --drop-in: tmm.nn.SequenceModel has no "
+                                "checkpoint format")
+        if s.fsdp and s.checkpoint_every:
+            raise SettingsError("--checkpoint-every is not supported with --fsdp (a sharded tmm.nn model has no "
+                                "checkpoint format)")
         if s.time_budget_min is not None and s.time_budget_min <= 0:
             raise SettingsError("--time-budget-min must be > 0")
         if s.checkpoint_every < 0:
@@ -149,6 +174,8 @@ class CompareSettings:
             raise SettingsError("--resume needs --out, the folder of the run to continue")
         if s.device not in ("cpu", "cuda"):
             raise SettingsError(f"--device must be cpu or cuda, got {s.device!r}")
+        if s.dry_run and s.steps is None:
+            raise SettingsError("--dry-run estimates a run of --steps steps (or a --recipe's): give --steps")
         if s.mixer_kwargs is not None and not s.mixer:
             raise SettingsError("--mixer-kwargs needs --mixer")
         if s.mixer and s.checkpoint_every:
@@ -227,6 +254,11 @@ class _Comparison:
                                 f"{s.grad_accum} micro-batches (--grad-accum)")
         self.task = tmm.tasks.make(s.task, **s.task_options())
         self.runs = self._plan_runs()
+        self.estimate_lines = []
+        if s.recipe or s.dry_run:  # the time and tokens it will take, before it starts
+            self.estimate_lines = self._estimate()
+        if s.dry_run:
+            return
         fresh = fresh_folder(results_root, self.task.name) if self.is_main else None
         self.out = distributed.broadcast(Path(s.out) if s.out else fresh, self.world)
         self.saved = None
@@ -250,6 +282,20 @@ class _Comparison:
         self.ckpt_dirs = {r["label"]: self.out / "checkpoints" / r["label"] for r in self.runs}
         self.spent = self._restore()
 
+    def _estimate(self):
+        """Lines of the recipe's estimate, measured by rank 0 (tmm.experiments.recipe), printed on stderr."""
+        from .recipe import estimate, format_estimate
+
+        lines = None
+        if self.is_main:
+            dev = self.device
+            name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
+            rows = estimate(self.runs, self.task, self.s, dev, self.world)
+            lines = format_estimate(rows, self.s, name, self.world, self.task.seq_len)
+            for line in lines:
+                self.say(line, prefix=False)
+        return distributed.broadcast(lines, self.world)
+
     def _plan_runs(self):
         """One run dict per config, fitted to the task, with its parameter count."""
         s = self.s
@@ -260,7 +306,7 @@ class _Comparison:
         runs = []
         for (cfg, short), label in zip(read, labels_for(read)):
             torch.manual_seed(s.seed)
-            model = build_model(fit_to_task(cfg, self.task, s.max_len))
+            model = build_model(fit_to_task(cfg, self.task, s.max_len), drop_in=s.drop_in)
             runs.append({"label": label, "config_name": short, "config": model.config,
                          "params": model.num_parameters(), "rows": [], "status": "pending"})
             del model
@@ -279,7 +325,9 @@ class _Comparison:
         elif s.steps is None and not self.is_main:
             steps = None  # rank 0's, below
         elif s.steps is None:
-            est = {r["label"]: budget.time_steps(r["config"], self.task, s.batch_size, s.seed, device=self.device)
+            est = {r["label"]: budget.time_steps(r["config"], self.task, s.batch_size, s.seed, device=self.device,
+                                                 grad_accum=s.grad_accum, world=self.world, precision=s.precision,
+                                                 drop_in=s.drop_in)
                    for r in self.runs}
             steps = budget.size_steps(budget_s, est, s.eval_batches)
             self.say(_sized_note(steps, budget_s, est))
@@ -353,7 +401,9 @@ class _Comparison:
             eval_batches=s.eval_batches, threads=s.threads, time_budget_s=cap,
             progress=not s.no_progress, desc=f"{run['label']:<11}",
             nan_guard=not s.no_nan_guard, checkpoint_dir=str(self.ckpt_dirs[run["label"]]),
-            checkpoint_every=s.checkpoint_every, resume=s.resume,
+            checkpoint_every=s.checkpoint_every, resume=s.resume, min_lr_ratio=s.min_lr_ratio,
+            precision=s.precision, compile=s.compile, activation_checkpointing=s.activation_checkpointing,
+            fsdp=s.fsdp, peak_flops=s.peak_tflops * 1e12 if s.peak_tflops else None,
         )
 
     def _train_one(self, run, cap, metrics):
@@ -363,7 +413,7 @@ class _Comparison:
             metrics.flush()
 
         torch.manual_seed(self.s.seed)
-        model = build_model(run["config"]).to(self.device)
+        model = build_model(run["config"], drop_in=self.s.drop_in).to(self.device)
         ckpt = self.ckpt_dirs[run["label"]]
         if self.is_main and self.s.checkpoint_every and not (ckpt / operator_index.INITIAL_VECTORS).is_file():
             # the starting point, so that the operator-index analysis can tell whether training moved the vectors
@@ -453,6 +503,9 @@ def run_comparison(settings: CompareSettings, *, results_root="results", log_pre
     created_group = not _group_exists()
     try:
         c = _Comparison(settings, results_root, _stderr(log_prefix), command, repo)
+        if c.s.dry_run:
+            return CompareResult(None, [], "dry run: nothing trained", list(c.estimate_lines),
+                                 "\n".join(c.estimate_lines) if c.is_main else "", 0)
         finished = c.train_all()
         code = 0 if finished else 130
         if not c.is_main:

@@ -7,6 +7,7 @@ import inspect
 import json
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 
@@ -249,6 +250,10 @@ class SequenceModel(nn.Module):
         model.config = ModelConfig(arch="mixer", **filled)
         return model
 
+    # True: in training, each block's activations are recomputed in backward (torch.utils.checkpoint)
+    # instead of kept: less memory for one more forward (tmm.train's activation_checkpointing sets it).
+    activation_checkpointing = False
+
     def _check_ids(self, input_ids):
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2 or input_ids.dtype != torch.int64:
             got = (f"a {input_ids.dim()}-D {input_ids.dtype} tensor" if isinstance(input_ids, torch.Tensor)
@@ -266,8 +271,9 @@ class SequenceModel(nn.Module):
         """B x L int64 -> B x L x d: the states the head reads."""
         self._check_ids(input_ids)
         h = self.embed(input_ids)
+        recompute = self.activation_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
-            h = block(h)
+            h = torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False) if recompute else block(h)
         return self.final_norm(h) if self.final_norm is not None else h
 
     def _head(self, hidden):

@@ -72,6 +72,8 @@ class ClaimsSettings:
     dry_run: bool = False  # print the plan and exit
     estimate: Optional[bool] = None  # time steps to estimate the cost first (default: --scale paper --device cuda)
     no_progress: bool = False
+    precision: str = "float32"  # the compare jobs' autocast (bfloat16, float16): docs/training.md
+    compile: object = False  # torch.compile the compare jobs' forward (a backend's name)
 
     def checked(self) -> "ClaimsSettings":
         s = dataclasses.replace(self)
@@ -82,6 +84,8 @@ class ClaimsSettings:
         if bad or s.only == []:
             raise SettingsError(f"--only: expected a comma-separated subset of {', '.join(names)}, "
                                 f"got {', '.join(bad) or 'nothing'}")
+        if s.precision not in ("float32", "bfloat16", "float16"):
+            raise SettingsError(f"--precision must be float32, bfloat16 or float16, got {s.precision!r}")
         if s.threads is not None and s.threads < 1:
             raise SettingsError(f"--threads must be >= 1, got {s.threads}")
         scale(s.scale, s.device)  # SettingsError for a bad --scale or --device
@@ -116,7 +120,7 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root
     names = s.only or list(CLAIMS)
     claims = [CLAIMS[n] for n in names if n in CLAIMS]
     # The dry run of the claims asked for (all of them for the step-time table): jobs, tokens, FLOPs.
-    dry = Suite(out, sc, threads=s.threads, dry_run=True, say=say)
+    dry = Suite(out, sc, threads=s.threads, dry_run=True, say=say, precision=s.precision, compile=s.compile)
     for claim in (CLAIMS.values() if STEP_TIME in names else claims):
         claim.run(dry)
     plan = plan_table(dry.plan)
@@ -132,7 +136,8 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root
             say(f"step times:\n{table}")
     if s.dry_run:
         return ClaimsResult(out, [], "", plan)
-    suite = Suite(out, sc, threads=s.threads, progress=not s.no_progress, say=say, archive=s.archive)
+    suite = Suite(out, sc, threads=s.threads, progress=not s.no_progress, say=say, archive=s.archive,
+                  precision=s.precision, compile=s.compile)
     meta = {"scale": s.scale, "device": s.device, "seeds": list(sc.seeds), "git": provenance.git(repo),
             "command": " ".join(command if command is not None else [sys.executable, *sys.argv]),
             "settings": dataclasses.asdict(sc)}

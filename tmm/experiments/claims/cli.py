@@ -31,6 +31,10 @@ def parser() -> argparse.ArgumentParser:
                    help="time a few steps of every model first and print the estimated cost (default: with "
                         "--scale paper --device cuda)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="the compare jobs' autocast (float16 with a GradScaler; docs/training.md)")
+    p.add_argument("--compile", nargs="?", const="inductor", default=False, metavar="BACKEND",
+                   help="torch.compile the compare jobs' forward")
     return p
 
 

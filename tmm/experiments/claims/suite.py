@@ -62,9 +62,10 @@ class Suite:
     """Runs (or, with ``dry_run``, plans) the jobs of the claims under ``root``."""
 
     def __init__(self, root, scale, *, threads: Optional[int] = None, dry_run=False, progress=True, say=print,
-                 archive=None):
+                 archive=None, precision="float32", compile=False):
         self.root = Path(root)
         self.archive = Path(archive) if archive is not None else None
+        self.precision, self.compile = precision, compile  # the compare jobs' (tmm.train's options)
         self.scale = scale
         self.threads = threads
         self.dry_run = dry_run
@@ -85,6 +86,8 @@ class Suite:
             "steps": steps, "seed": seed, "lr": lr, "batch_size": batch_size or s.batch_size,
             "eval_every": eval_every, "device": s.device,
             **({"eval_batches": eval_batches} if eval_batches is not None else {}),
+            # another precision changes the numbers: in the job's record (float32 keeps records as before)
+            **({"precision": self.precision} if self.precision != "float32" else {}),
         }
         record = {"kind": "compare", "models": [dataclasses.asdict(m) for m in specs], **settings}
         out = self.root / path
@@ -99,7 +102,8 @@ class Suite:
         self.say(f"{'resuming' if resume else 'running'} {path} ({len(specs)} models, {steps} steps, seed {seed})")
         result = run_comparison(
             CompareSettings(configs=configs, out=str(out), resume=resume, checkpoint_every=max(steps // 2, 1),
-                            threads=self.threads, no_plots=True, no_progress=not self.progress, **settings),
+                            threads=self.threads, no_plots=True, no_progress=not self.progress,
+                            compile=self.compile, **settings),
             results_root=self.root, log_prefix=f"claims {path}")
         if result.exit_code == 130:
             raise KeyboardInterrupt
