@@ -6,7 +6,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TMM_CACHE="${TMM_CACHE:-$HOME/.cache/tmm}"
-APT_PACKAGES="cmake g++ ninja-build ccache nlohmann-json3-dev catch2 bible-kjv bible-kjv-text"
+APT_PACKAGES="cmake g++ ninja-build ccache nlohmann-json3-dev libutf8proc-dev catch2 bible-kjv bible-kjv-text"
 
 # Paths under the clone are hashed relative to it, so a fresh clone (CI) hits
 # the cache filled by another checkout; and not the build folder (ccache

@@ -24,6 +24,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CARRY_JSON="third_party/nlohmann_json"  # git-ignored; staged by --dry-run, carried to the GPU machine
+CARRY_UTF8PROC="third_party/utf8proc"   # likewise
 DEVICE_TIMEOUT_S=540                    # the device call's timeout_s (the budget leaves it a margin)
 
 log() { printf '[gpu_check %4ds] %s\n' "$(( $(date +%s) - START ))" "$*"; }
@@ -87,6 +88,34 @@ endif()
 EOF
   printf 'set(PACKAGE_VERSION "3.11.3")\nset(PACKAGE_VERSION_COMPATIBLE TRUE)\n' >"$1/nlohmann_jsonConfigVersion.cmake"
   echo "-Dnlohmann_json_DIR=$1"
+}
+
+# ------------------------------------------------------------------ utf8proc
+# csrc/text links utf8proc's static library (cmake/utf8proc.cmake); the GPU
+# machine has no package. This machine's, else the header and library staged
+# in $CARRY_UTF8PROC (by --dry-run on a machine that has them).
+utf8proc_here() {  # prints "HEADER LIBRARY"
+  local inc lib
+  for inc in /usr/include /usr/local/include; do [ -f "$inc/utf8proc.h" ] && break; done
+  lib="$(readlink -f "$(c++ -print-file-name=libutf8proc.a 2>/dev/null)")"
+  [ -f "$inc/utf8proc.h" ] && [ -f "$lib" ] && echo "$inc/utf8proc.h $lib"
+}
+
+stage_utf8proc() {  # copies this machine's header and static library into the carried folder
+  local found
+  found="$(utf8proc_here)" || { echo "no utf8proc.h and libutf8proc.a on this machine (apt-get install libutf8proc-dev)"; return 1; }
+  mkdir -p "$REPO/$CARRY_UTF8PROC/include" "$REPO/$CARRY_UTF8PROC/lib"
+  cp "${found% *}" "$REPO/$CARRY_UTF8PROC/include/"
+  cp "${found#* }" "$REPO/$CARRY_UTF8PROC/lib/"
+  echo "staged ${found% *} and ${found#* } -> $CARRY_UTF8PROC"
+}
+
+utf8proc_cmake_args() {  # prints -D arguments (none for this machine's own)
+  [ -z "${TMM_GPU_CHECK_UTF8PROC_CARRIED:-}" ] && utf8proc_here >/dev/null && return 0  # tests force the carried copy
+  local dir="$REPO/$CARRY_UTF8PROC"
+  [ -f "$dir/include/utf8proc.h" ] && [ -f "$dir/lib/libutf8proc.a" ] || return 1
+  echo "-DUTF8PROC_INCLUDE_DIR=$dir/include"
+  echo "-DUTF8PROC_LIBRARY=$dir/lib/libutf8proc.a"
 }
 
 # ------------------------------------------------------------------ cuFFT
@@ -168,6 +197,9 @@ PYEOF
     if v="$(json_cmake_package)"; then echo "  nlohmann_json:     package $v"
     elif [ -f "$REPO/$CARRY_JSON/include/nlohmann/json.hpp" ]; then echo "  nlohmann_json:     carried $CARRY_JSON"
     else echo "  nlohmann_json:     MISSING (run scripts/gpu_check.sh --dry-run where it is installed and carry $CARRY_JSON)"; fatal=1; fi
+    if v="$(utf8proc_here)"; then echo "  utf8proc:          $v"
+    elif [ -f "$REPO/$CARRY_UTF8PROC/lib/libutf8proc.a" ]; then echo "  utf8proc:          carried $CARRY_UTF8PROC"
+    else echo "  utf8proc:          MISSING (run scripts/gpu_check.sh --dry-run where it is installed and carry $CARRY_UTF8PROC)"; fatal=1; fi
   fi
   echo "  disk /tmp:         $(df -h /tmp 2>/dev/null | awk 'NR==2{print $4" free"}')"
   echo "  budget:            $BUDGET_S s; out: $OUT"
@@ -189,11 +221,12 @@ limited() {  # limited MAX RESERVE cmd...: cmd under timeout, at most MAX s, lea
 build_gpu() {  # sets LIB and PYMOD (1 when tmm._C was built)
   local build args=() gen=(-G Ninja) keep_going=(-- -k 0) have_py targets=(tmm_torch)
   build="$(mktemp -d /tmp/tmm-gpu-build.XXXXXX)"
-  mapfile -t args < <(json_cmake_args "$build/nlohmann_json_stub"; cufft_cmake_args "$build/cufft_include")
+  mapfile -t args < <(json_cmake_args "$build/nlohmann_json_stub"; utf8proc_cmake_args
+                      cufft_cmake_args "$build/cufft_include")
   command -v ninja >/dev/null || { gen=(); keep_going=(-- -k); }
   have_py="$(python_headers)"
   [ -n "$have_py" ] && targets+=(tmm_python)
-  log "configure $build (${args[*]:-toolkit cuFFT, system nlohmann_json})"
+  log "configure $build (${args[*]:-toolkit cuFFT, system nlohmann_json and utf8proc})"
   limited 120 100 cmake -S "$REPO" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
     -DPython3_EXECUTABLE="$(command -v "$PY")" -DTMM_PYTHON_OUTPUT_DIR="$REPO/tmm" \
@@ -260,11 +293,12 @@ run_steps() {
 dry_run() {
   echo "On this machine: staging what the GPU machine lacks (git-ignored, so it must be carried):"
   stage_json || exit 2
+  stage_utf8proc || exit 2
   cat <<EOF
 
 The device call (the run tool), from the root of this checkout:
   command:   bash scripts/gpu_check.sh
-  carry:     ["$CARRY_JSON"]
+  carry:     ["$CARRY_JSON", "$CARRY_UTF8PROC"]
   timeout_s: $DEVICE_TIMEOUT_S
 
 It runs within a budget of ${BUDGET_S} s (--budget; the timeout leaves the rest as a margin):

@@ -1,67 +1,84 @@
 #include "text/normalize.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
-#include <iterator>
+#include <stdexcept>
 #include <vector>
 
-#include "text/normalization_tables.h"
 #include "text/unicode.h"
 
 namespace tmm::text::detail {
 namespace {
 
-// Hangul syllables compose and decompose by formula (Unicode 3.12).
-constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
-constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+using CodePoints = std::vector<utf8proc_int32_t>;
 
-uint8_t combining_class(char32_t cp) {
-  if (cp < 0x300) return 0;
-  const CombiningClassRange* r = find_range(kCombiningClassRanges, cp);
-  return r ? r->ccc : 0;
+uint8_t combining_class(utf8proc_int32_t cp) { return uint8_t(utf8proc_get_property(cp)->combining_class); }
+
+[[noreturn]] void fail(const char* step, utf8proc_ssize_t code) {
+  throw std::logic_error(std::string("normalize: utf8proc's ") + step + " failed: " + utf8proc_errmsg(code));
 }
 
-// Whether a text holding cp may change under `form` (the quick check).
+// Appends the full canonical decomposition of cp (Hangul syllables included).
+void decompose(utf8proc_int32_t cp, CodePoints& out) {
+  const size_t at = out.size();
+  int boundclass = 0;  // read only with UTF8PROC_CHARBOUND
+  out.resize(at + 4);  // the longest canonical decomposition
+  utf8proc_ssize_t n = utf8proc_decompose_char(cp, out.data() + at, 4, UTF8PROC_DECOMPOSE, &boundclass);
+  if (n > 4) {  // a longer one in a later Unicode: the call says how long
+    out.resize(at + size_t(n));
+    n = utf8proc_decompose_char(cp, out.data() + at, n, UTF8PROC_DECOMPOSE, &boundclass);
+  }
+  if (n < 0) fail("decomposition", n);
+  out.resize(at + size_t(n));
+}
+
+// Which code points a normal form may change, computed once from utf8proc's
+// data, so that text already in the form is returned without work: for NFD
+// those that decompose, for NFC those NFC does not keep alone and those that
+// may combine with a character before them (they appear after the first
+// place of some canonical decomposition); for both those of a non-zero
+// combining class (they may be reordered).
+class QuickCheck {
+ public:
+  QuickCheck() : nfd_(kWords), nfc_(kWords) {
+    CodePoints d;
+    for (utf8proc_int32_t cp = 0; cp < 0x110000; ++cp) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      if (combining_class(cp) != 0) set(nfd_, cp), set(nfc_, cp);
+      d.clear();
+      decompose(cp, d);
+      if (d.size() == 1 && d[0] == cp) continue;
+      set(nfd_, cp);
+      for (size_t i = 1; i < d.size(); ++i) set(nfc_, d[i]);
+      const utf8proc_ssize_t n = utf8proc_normalize_utf32(d.data(), utf8proc_ssize_t(d.size()),
+                                                          utf8proc_option_t(UTF8PROC_COMPOSE | UTF8PROC_STABLE));
+      if (n != 1 || d[0] != cp) set(nfc_, cp);
+    }
+  }
+
+  bool may_change(char32_t cp, NormalForm form) const {
+    const std::vector<uint64_t>& bits = form == NormalForm::kNFC ? nfc_ : nfd_;
+    return (bits[cp >> 6] >> (cp & 63)) & 1;
+  }
+
+ private:
+  static constexpr size_t kWords = 0x110000 / 64;
+  static void set(std::vector<uint64_t>& bits, utf8proc_int32_t cp) { bits[size_t(cp) >> 6] |= uint64_t(1) << (cp & 63); }
+
+  std::vector<uint64_t> nfd_, nfc_;
+};
+
 bool may_change(char32_t cp, NormalForm form) {
-  if (cp < 0xC0) return false;
-  const NormalizationCheckRange* r = find_range(kNormalizationCheckRanges, cp);
-  return r && (r->flags & (form == NormalForm::kNFC ? 1 : 2));
-}
-
-void decompose(char32_t cp, std::vector<char32_t>& out) {
-  if (cp >= kSBase && cp < kSBase + kSCount) {
-    const char32_t s = cp - kSBase;
-    out.push_back(kLBase + s / kNCount);
-    out.push_back(kVBase + (s % kNCount) / kTCount);
-    if (s % kTCount) out.push_back(kTBase + s % kTCount);
-    return;
-  }
-  const auto* end = std::end(kDecompositions);
-  const auto* it = std::lower_bound(std::begin(kDecompositions), end, cp,
-                                    [](const Decomposition& d, char32_t c) { return d.cp < c; });
-  if (it == end || it->cp != cp) {
-    out.push_back(cp);
-    return;
-  }
-  out.insert(out.end(), kDecompositionPool + it->offset, kDecompositionPool + it->offset + it->length);
-}
-
-// The primary composite of (a, b), or 0.
-char32_t compose(char32_t a, char32_t b) {
-  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)
-    return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
-  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase && b < kTBase + kTCount)
-    return a + (b - kTBase);
-  const auto* end = std::end(kCompositions);
-  const auto* it = std::lower_bound(std::begin(kCompositions), end, std::make_pair(a, b),
-                                    [](const Composition& c, const std::pair<char32_t, char32_t>& key) {
-                                      return c.first != key.first ? c.first < key.first : c.second < key.second;
-                                    });
-  return it != end && it->first == a && it->second == b ? it->composite : 0;
+  static const QuickCheck check;
+  return cp >= 0xC0 && check.may_change(cp, form);  // none below U+00C0 (ASCII, Latin-1 symbols)
 }
 
 // Canonical ordering: each run of non-starters sorted, stably, by class.
-void reorder(std::vector<char32_t>& cps) {
-  std::vector<std::pair<uint8_t, char32_t>> run;
+// (utf8proc_decompose orders by swapping neighbours, quadratic in the length
+// of a run of marks; the text may be anyone's.)
+void reorder(CodePoints& cps) {
+  std::vector<std::pair<uint8_t, utf8proc_int32_t>> run;
   for (size_t i = 0; i < cps.size();) {
     if (combining_class(cps[i]) == 0) {
       ++i;
@@ -80,39 +97,35 @@ void reorder(std::vector<char32_t>& cps) {
   }
 }
 
-// Canonical composition, in place: each character that is not blocked from
-// the last starter (nothing between them, or only marks of a lower class)
-// and forms a primary composite with it is merged into it.
-void compose_all(std::vector<char32_t>& cps) {
+// Canonical composition, in place. utf8proc up to 2.9.0 merges U+11A7 into a
+// preceding LV syllable as if it were a trailing consonant, losing it
+// (upstream #317); U+11A7 composes with nothing before it, so the text is
+// composed in pieces, each cut before one.
+void compose(CodePoints& cps) {
   size_t out = 0;
-  int64_t starter = -1;  // index in the output
-  int last_ccc = -1;     // class of the last character after the starter; -1: none
-  for (size_t i = 0; i < cps.size(); ++i) {
-    const char32_t c = cps[i];
-    const int ccc = combining_class(c);
-    if (starter >= 0 && (last_ccc == -1 || (last_ccc != 0 && last_ccc < ccc))) {
-      if (const char32_t composite = compose(cps[size_t(starter)], c)) {
-        cps[size_t(starter)] = composite;
-        continue;
-      }
-    }
-    if (ccc == 0) starter = int64_t(out), last_ccc = -1;
-    else last_ccc = ccc;
-    cps[out++] = c;
+  for (size_t begin = 0; begin < cps.size();) {
+    size_t end = begin + 1;
+    while (end < cps.size() && cps[end] != 0x11A7) ++end;
+    const utf8proc_ssize_t n = utf8proc_normalize_utf32(cps.data() + begin, utf8proc_ssize_t(end - begin),
+                                                        utf8proc_option_t(UTF8PROC_COMPOSE | UTF8PROC_STABLE));
+    if (n < 0) fail("composition", n);
+    if (out != begin) std::copy(cps.begin() + begin, cps.begin() + begin + n, cps.begin() + out);
+    out += size_t(n);
+    begin = end;
   }
   cps.resize(out);
 }
 
-void normalize_well_formed(std::string_view text, NormalForm form, std::vector<char32_t>& cps, std::string& out) {
+void normalize_well_formed(std::string_view text, NormalForm form, CodePoints& cps, std::string& out) {
   cps.clear();
   for (size_t i = 0; i < text.size();) {
     const Decoded d = decode_utf8(text, i);
-    decompose(d.cp, cps);
+    decompose(utf8proc_int32_t(d.cp), cps);
     i += d.len;
   }
   reorder(cps);
-  if (form == NormalForm::kNFC) compose_all(cps);
-  for (const char32_t cp : cps) append_utf8(out, cp);
+  if (form == NormalForm::kNFC) compose(cps);
+  for (const utf8proc_int32_t cp : cps) append_utf8(out, char32_t(cp));
 }
 
 }  // namespace
@@ -128,7 +141,7 @@ std::string normalize(std::string_view text, NormalForm form) {
 
   std::string out;
   out.reserve(text.size() + text.size() / 4);
-  std::vector<char32_t> cps;
+  CodePoints cps;
   size_t begin = 0;  // of the well-formed run being collected
   for (size_t i = 0; i < text.size();) {
     const Decoded d = decode_utf8(text, i);

@@ -1,6 +1,5 @@
 // Unicode canonical normalization (UAX #15): the NFC and NFD normalizers of
-// tokenizer.json, from the tables scripts/gen_unicode_tables.py writes
-// (normalization_tables.h, Python's unicodedata).
+// tokenizer.json, with utf8proc's data and composition (normalize.cpp).
 //
 // Any byte string is accepted: each ill-formed UTF-8 unit is kept as it is and
 // acts as a starter that composes with nothing, so the well-formed text

@@ -11,6 +11,7 @@
 // that ends the text.
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <utility>

@@ -1,61 +1,113 @@
 #include "text/unicode.h"
 
-#include <algorithm>
+#include <utf8proc.h>
 
-#include "text/unicode_properties.h"
-#include "text/unicode_tables.h"
+#include <stdexcept>
 
 namespace tmm::text::detail {
+namespace {
+
+// GeneralCategory numbers the categories as utf8proc does, so that one
+// converts to the other as it is.
+constexpr utf8proc_category_t kUtf8procCategories[kGeneralCategories] = {
+    UTF8PROC_CATEGORY_CN, UTF8PROC_CATEGORY_LU, UTF8PROC_CATEGORY_LL, UTF8PROC_CATEGORY_LT, UTF8PROC_CATEGORY_LM,
+    UTF8PROC_CATEGORY_LO, UTF8PROC_CATEGORY_MN, UTF8PROC_CATEGORY_MC, UTF8PROC_CATEGORY_ME, UTF8PROC_CATEGORY_ND,
+    UTF8PROC_CATEGORY_NL, UTF8PROC_CATEGORY_NO, UTF8PROC_CATEGORY_PC, UTF8PROC_CATEGORY_PD, UTF8PROC_CATEGORY_PS,
+    UTF8PROC_CATEGORY_PE, UTF8PROC_CATEGORY_PI, UTF8PROC_CATEGORY_PF, UTF8PROC_CATEGORY_PO, UTF8PROC_CATEGORY_SM,
+    UTF8PROC_CATEGORY_SC, UTF8PROC_CATEGORY_SK, UTF8PROC_CATEGORY_SO, UTF8PROC_CATEGORY_ZS, UTF8PROC_CATEGORY_ZL,
+    UTF8PROC_CATEGORY_ZP, UTF8PROC_CATEGORY_CC, UTF8PROC_CATEGORY_CF, UTF8PROC_CATEGORY_CS, UTF8PROC_CATEGORY_CO};
+constexpr bool same_numbering() {
+  for (int i = 0; i < kGeneralCategories; ++i)
+    if (kUtf8procCategories[i] != i) return false;
+  return true;
+}
+static_assert(same_numbering(), "GeneralCategory must number the categories as utf8proc_category_t");
+
+CharClass class_of(GeneralCategory g) {
+  using G = GeneralCategory;
+  if (g >= G::kLu && g <= G::kLo) return CharClass::kLetter;
+  if (g >= G::kNd && g <= G::kNo) return CharClass::kNumber;
+  if (g >= G::kZs && g <= G::kZp) return CharClass::kSpace;
+  return CharClass::kOther;
+}
+
+struct CategoryRun {
+  char32_t first, last;
+  GeneralCategory category;
+};
+
+// Every code point's category as maximal runs (about 3,300), computed once,
+// for the regex's \p{..} and \s sets.
+const std::vector<CategoryRun>& category_runs() {
+  static const std::vector<CategoryRun> runs = [] {
+    std::vector<CategoryRun> out;
+    for (char32_t cp = 0; cp <= 0x10FFFF; ++cp) {
+      const GeneralCategory g = general_category(cp);
+      if (!out.empty() && out.back().category == g) out.back().last = cp;
+      else out.push_back({cp, cp, g});
+    }
+    return out;
+  }();
+  return runs;
+}
+
+void append_range(std::vector<std::pair<char32_t, char32_t>>& out, char32_t first, char32_t last) {
+  if (!out.empty() && out.back().second + 1 == first) out.back().second = last;
+  else out.emplace_back(first, last);
+}
+
+}  // namespace
 
 CharClass char_class(char32_t cp) {
-  if (cp < 0x80) {  // the common case, without the search
+  if (cp < 0x80) {  // the common case, without a property lookup
     if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return CharClass::kSpace;
     if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return CharClass::kLetter;
     if (cp >= '0' && cp <= '9') return CharClass::kNumber;
     return CharClass::kOther;
   }
-  const CodePointRange* r = find_range(kCodePointRanges, cp);
-  return r ? static_cast<CharClass>(r->cls) : CharClass::kOther;
+  if (cp == 0x85) return CharClass::kSpace;  // NEXT LINE, a control (Cc) that \s matches
+  return class_of(general_category(cp));
 }
 
 GeneralCategory general_category(char32_t cp) {
-  const CategoryRange* r = find_range(kCategoryRanges, cp);
-  return r ? static_cast<GeneralCategory>(r->category) : GeneralCategory::kCn;
+  // utf8proc gives Cn past U+10FFFF (kInvalid included).
+  return static_cast<GeneralCategory>(utf8proc_category(static_cast<utf8proc_int32_t>(cp)));
 }
 
 std::vector<std::pair<char32_t, char32_t>> class_ranges(CharClass cls) {
   std::vector<std::pair<char32_t, char32_t>> out;
-  for (const CodePointRange& r : kCodePointRanges)
-    if (r.cls == static_cast<uint8_t>(cls)) out.emplace_back(r.first, r.last);
+  for (const CategoryRun& r : category_runs()) {
+    if (r.category == GeneralCategory::kCc) {  // the one category whose class depends on the code point
+      for (char32_t cp = r.first; cp <= r.last; ++cp)
+        if (char_class(cp) == cls) append_range(out, cp, cp);
+    } else if (class_of(r.category) == cls) {
+      append_range(out, r.first, r.last);
+    }
+  }
   return out;
 }
 
 std::vector<std::pair<char32_t, char32_t>> category_ranges(GeneralCategory category) {
   std::vector<std::pair<char32_t, char32_t>> out;
-  if (category != GeneralCategory::kCn) {
-    for (const CategoryRange& r : kCategoryRanges)
-      if (r.category == static_cast<uint8_t>(category)) out.emplace_back(r.first, r.last);
-    return out;
-  }
-  char32_t next = 0;  // unassigned: the gaps between the ranges
-  for (const CategoryRange& r : kCategoryRanges) {
-    if (r.first > next) out.emplace_back(next, r.first - 1);
-    next = r.last + 1;
-  }
-  if (next <= 0x10FFFF) out.emplace_back(next, 0x10FFFF);
+  for (const CategoryRun& r : category_runs())
+    if (r.category == category) out.emplace_back(r.first, r.last);
   return out;
 }
 
 int case_fold(char32_t cp, char32_t out[3]) {
-  const auto* end = std::end(kCaseFoldings);
-  const auto* it = std::lower_bound(std::begin(kCaseFoldings), end, cp,
-                                    [](const CaseFolding& f, char32_t c) { return f.cp < c; });
-  if (it == end || it->cp != cp) {
+  utf8proc_int32_t folded[3];
+  int boundclass = 0;  // read only with UTF8PROC_CHARBOUND
+  const utf8proc_ssize_t n =
+      utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), folded, 3, UTF8PROC_CASEFOLD, &boundclass);
+  if (n < 1) {  // not a code point: folds to itself
     out[0] = cp;
     return 1;
   }
-  for (int i = 0; i < it->length; ++i) out[i] = it->folded[i];
-  return it->length;
+  if (n > 3)
+    throw std::logic_error("case_fold: utf8proc folds code point " + std::to_string(uint32_t(cp)) + " to " +
+                           std::to_string(n) + " code points (CaseFolding.txt has at most 3)");
+  for (utf8proc_ssize_t i = 0; i < n; ++i) out[i] = static_cast<char32_t>(folded[i]);
+  return int(n);
 }
 
 Decoded decode_utf8(std::string_view s, size_t i) {

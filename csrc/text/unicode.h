@@ -1,4 +1,6 @@
 // UTF-8, code point classes and properties for the tokenizers (torch-free).
+// The Unicode data (general categories, case folding) is utf8proc's
+// (unicode.cpp), linked statically.
 //
 // Input text is any byte string: well-formed UTF-8 decodes to code points, and
 // each maximal ill-formed subpart (Unicode's "maximal subpart" rule, as in
@@ -6,10 +8,8 @@
 // here fails on bad input.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,13 +17,14 @@
 
 namespace tmm::text::detail {
 
-// Numbered as in unicode_tables.h.
-enum class CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
+enum class CharClass : uint8_t { kOther, kLetter, kNumber, kSpace };
 
-// The class of a code point: \p{L}, \p{N}, \s (Oniguruma's) or other.
+// The class of a code point: \p{L}, \p{N}, \s (Oniguruma's: U+0009..U+000D,
+// U+0085 and the categories Zs, Zl, Zp, which is also Rust's
+// char::is_whitespace) or other.
 CharClass char_class(char32_t cp);
 
-// General categories, numbered as in unicode_properties.h (Cn, unassigned, is 0).
+// General categories, numbered as utf8proc_category_t (Cn, unassigned, is 0).
 enum class GeneralCategory : uint8_t {
   kCn, kLu, kLl, kLt, kLm, kLo, kMn, kMc, kMe, kNd, kNl, kNo, kPc, kPd, kPs, kPe, kPi,
   kPf, kPo, kSm, kSc, kSk, kSo, kZs, kZl, kZp, kCc, kCf, kCs, kCo
@@ -40,17 +41,6 @@ int case_fold(char32_t cp, char32_t out[3]);
 // ranges (for the regex's character sets).
 std::vector<std::pair<char32_t, char32_t>> class_ranges(CharClass cls);
 std::vector<std::pair<char32_t, char32_t>> category_ranges(GeneralCategory category);
-
-// The entry of a sorted table of disjoint {first, last, ...} ranges holding
-// cp, or nullptr.
-template <class Range, size_t N>
-const Range* find_range(const Range (&table)[N], char32_t cp) {
-  const Range* it = std::upper_bound(std::begin(table), std::end(table), cp,
-                                     [](char32_t c, const Range& r) { return c < r.first; });
-  if (it == std::begin(table)) return nullptr;
-  --it;
-  return cp <= it->last ? it : nullptr;
-}
 
 // Not a code point: marks an ill-formed unit.
 inline constexpr char32_t kInvalid = 0xFFFFFFFF;

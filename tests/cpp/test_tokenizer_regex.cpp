@@ -204,6 +204,11 @@ TEST_CASE("NFC and NFD: decomposition, canonical order, composition", "[tokenize
   CHECK(nfd("\xE1\xB9\xA9") == "s\xCC\xA3\xCC\x87");
   CHECK(nfc("\xE2\x84\xAB") == "\xC3\x85");  // U+212B ANGSTROM SIGN: a singleton, -> U+00C5
   CHECK(nfc("\xE0\xBD\xB3") == "\xE0\xBD\xB1\xE0\xBD\xB2");  // U+0F73: excluded from composition
+  // A second of class 0: Sinhala U+0DD9 + U+0DCF -> U+0DDC.
+  CHECK(nfc("\xE0\xB7\x99\xE0\xB7\x8F") == "\xE0\xB7\x9C");
+  // U+11A7 is no trailing consonant: an LV syllable keeps it (utf8proc 2.8 merged it away).
+  CHECK(nfc("\xEA\xB0\x80\xE1\x86\xA7") == "\xEA\xB0\x80\xE1\x86\xA7");
+  CHECK(nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA7") == "\xEA\xB0\x80\xE1\x86\xA7");
   // A mark blocked by another of the same class stays apart.
   CHECK(nfc("a\xCC\x81\xCC\x81") == "\xC3\xA1\xCC\x81");
   // Ill-formed bytes are kept and compose with nothing.

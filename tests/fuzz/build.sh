@@ -37,7 +37,7 @@ cmp -s "$OUT/include/tmm/version.h.new" "$OUT/include/tmm/version.h" || mv "$OUT
 rm -f "$OUT/include/tmm/version.h.new"
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-CXXFLAGS="-std=c++17 -O1 -g -fPIC $SAN -I$REPO/csrc/include -I$REPO/csrc -I$REPO -I$OUT/include \
+CXXFLAGS="-std=c++17 -O1 -g -fPIC $SAN -DUTF8PROC_STATIC -I$REPO/csrc/include -I$REPO/csrc -I$REPO -I$OUT/include \
   -isystem $TORCH/include -isystem $TORCH/include/torch/csrc/api/include"
 LAUNCHER=""
 command -v ccache >/dev/null && LAUNCHER=ccache
@@ -55,13 +55,16 @@ OBJS=$(for s in $SOURCES; do echo "$OUT/obj/$(echo "$s" | tr / _).o"; done)
 # The tokenizer is torch-free: its fuzzer links only csrc/text.
 TEXT_OBJS=$(for s in $SOURCES; do case $s in csrc/text/*) echo "$OUT/obj/$(echo "$s" | tr / _).o";; esac; done)
 
-LIBS="-L$TORCH/lib -Wl,-rpath,$TORCH/lib -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed -lpthread"
+# csrc/text's Unicode data: utf8proc's static library, as in libtmm_torch (cmake/utf8proc.cmake).
+UTF8PROC="$($CXX -print-file-name=libutf8proc.a)"
+[ -f "$UTF8PROC" ] || { log "no libutf8proc.a: apt-get install libutf8proc-dev"; exit 1; }
+LIBS="$UTF8PROC -L$TORCH/lib -Wl,-rpath,$TORCH/lib -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed -lpthread"
 for target in fuzz_safetensors fuzz_model_config fuzz_tokenizer; do
   log "linking build-fuzz/$target"
   $LAUNCHER $CXX $CXXFLAGS -fsanitize=fuzzer -c "$REPO/tests/fuzz/$target.cpp" -o "$OUT/obj/$target.o"
   # shellcheck disable=SC2086
   if [ "$target" = fuzz_tokenizer ]; then
-    $CXX $SAN -fsanitize=fuzzer "$OUT/obj/$target.o" $TEXT_OBJS -lpthread -o "$OUT/$target"
+    $CXX $SAN -fsanitize=fuzzer "$OUT/obj/$target.o" $TEXT_OBJS "$UTF8PROC" -lpthread -o "$OUT/$target"
   else
     $CXX $SAN -fsanitize=fuzzer "$OUT/obj/$target.o" $OBJS $LIBS -o "$OUT/$target"
   fi

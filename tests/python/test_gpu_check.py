@@ -196,12 +196,14 @@ def test_dry_run_prints_the_device_call():
     run = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    for line in ("command:   bash scripts/gpu_check.sh", 'carry:     ["third_party/nlohmann_json"]', "timeout_s: 540"):
+    for line in ("command:   bash scripts/gpu_check.sh", 'carry:     ["third_party/nlohmann_json", "third_party/utf8proc"]',
+                 "timeout_s: 540"):
         assert line in run.stdout
-    assert (REPO / "third_party/nlohmann_json/include/nlohmann/json.hpp").exists()
-    ignored = subprocess.run(["git", "check-ignore", "-q", "third_party/nlohmann_json/include/nlohmann/json.hpp"],
-                             cwd=REPO)
-    assert ignored.returncode == 0, "the staged headers must be git-ignored (they travel as carry)"
+    for staged in ("third_party/nlohmann_json/include/nlohmann/json.hpp", "third_party/utf8proc/include/utf8proc.h",
+                   "third_party/utf8proc/lib/libutf8proc.a"):
+        assert (REPO / staged).exists(), staged
+        ignored = subprocess.run(["git", "check-ignore", "-q", staged], cwd=REPO)
+        assert ignored.returncode == 0, f"{staged}: what is staged must be git-ignored (it travels as carry)"
 
 
 @pytest.mark.skipif(not Path("/usr/include/nlohmann/json.hpp").exists(), reason="no nlohmann_json headers here")
@@ -216,6 +218,22 @@ def test_json_stub_package_is_found_by_cmake(tmp_path):
     cm = subprocess.run(["cmake", "-S", tmp_path / "p", "-B", tmp_path / "b", f"-Dnlohmann_json_DIR={tmp_path}/stub"],
                         capture_output=True, text=True, timeout=120)
     assert cm.returncode == 0, cm.stdout[-2000:] + cm.stderr[-2000:]
+
+
+@pytest.mark.skipif(not Path("/usr/include/utf8proc.h").exists(), reason="no utf8proc here")
+def test_carried_utf8proc_is_found_by_cmake(tmp_path):
+    run = shell("stage_utf8proc >/dev/null && utf8proc_cmake_args", TMM_GPU_CHECK_UTF8PROC_CARRIED="1")
+    carried = REPO / "third_party" / "utf8proc"
+    assert run.returncode == 0 and run.stdout.split() == [f"-DUTF8PROC_INCLUDE_DIR={carried}/include",
+                                                          f"-DUTF8PROC_LIBRARY={carried}/lib/libutf8proc.a"], run.stderr
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "CMakeLists.txt").write_text(
+        f"cmake_minimum_required(VERSION 3.22)\nproject(p LANGUAGES CXX)\ninclude({REPO}/cmake/utf8proc.cmake)\n"
+        "get_target_property(lib tmm_utf8proc IMPORTED_LOCATION)\nmessage(STATUS \"utf8proc: ${lib}\")\n")
+    cm = subprocess.run(["cmake", "-S", tmp_path / "p", "-B", tmp_path / "b", *run.stdout.split()],
+                        capture_output=True, text=True, timeout=120)
+    assert cm.returncode == 0, cm.stdout[-2000:] + cm.stderr[-2000:]
+    assert f"utf8proc: {carried}/lib/libutf8proc.a" in cm.stdout
 
 
 def test_cufft_from_the_wheel(tmp_path):

@@ -294,7 +294,7 @@ def test_tmm_command_runs_from_the_venv_bin(installed, wheelhouse):
     assert f"torch {torch.__version__}" in r.stdout, r.stdout
 
 
-def test_installed_binaries_find_their_libraries_relative_to_themselves(installed):
+def test_installed_binaries_find_their_libraries_relative_to_themselves_and_need_no_utf8proc(installed):
     readelf = shutil.which("readelf")
     assert readelf, "readelf (binutils, installed with g++) is not on PATH"
     package = next((installed / "lib").glob("python*/site-packages/tmm"))
@@ -306,6 +306,10 @@ def test_installed_binaries_find_their_libraries_relative_to_themselves(installe
         assert paths, f"{path}: no RUNPATH"
         for entry in paths[0].split(":"):
             assert entry.startswith("$ORIGIN"), f"{path}: RUNPATH entry {entry!r} is not relative to the file"
+        # utf8proc is linked statically (cmake/utf8proc.cmake), its symbols not exported.
+        assert "utf8proc" not in dynamic, f"{path}: needs utf8proc at run time"
+        exported = _run(["nm", "-D", "--defined-only", str(path)], WORK, None).stdout
+        assert "utf8proc_" not in exported, f"{path}: exports utf8proc's symbols"
 
 
 def test_cmake_package_of_the_pip_install_builds_the_consumer(installed, wheelhouse):

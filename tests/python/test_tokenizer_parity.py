@@ -18,10 +18,7 @@ tests/python/test_text.py and compared on its ~1700 probe strings.
 """
 import json
 import random
-import subprocess
-import sys
 import unicodedata
-from pathlib import Path
 
 import pytest
 
@@ -31,7 +28,6 @@ from test_text import SPECIAL, corpus, probes
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
           r"\s*[\r\n]+|\s+(?!\S)|\s+")
 GPT4O = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
@@ -309,7 +305,10 @@ def normalizer_only(form, split_lines=True):
 def test_normalizers_match_unicodedata_on_every_code_point(form):
     tok = normalizer_only(form)
     # One code point per line ('\n' is a starter that composes with nothing; the Split drops it).
-    chars = [chr(cp) for cp in range(0x110000) if cp != 0x0A and not 0xD800 <= cp <= 0xDFFF]
+    # Those this Python's Unicode leaves unassigned are left out: tmm's utf8proc
+    # may have a later Unicode, in which some of them decompose.
+    chars = [chr(cp) for cp in range(0x110000)
+             if cp != 0x0A and not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) != "Cn"]
     got = tok.pre_tokenize("\n".join(chars))
     assert len(got) == len(chars)
     bad = [(c, g) for c, g in zip(chars, got) if g.decode("utf-8") != unicodedata.normalize(form, c)]
@@ -319,6 +318,7 @@ def test_normalizers_match_unicodedata_on_every_code_point(form):
     marks = [c for c in chars if unicodedata.combining(c)]
     texts_ = ["".join(rng.choice("aeoAEsSz\u1100\u1161\u11a8\u0b92\u0bd7" + "".join(rng.sample(marks, 3)))
                       for _ in range(rng.randint(1, 8))) for _ in range(20000)]
+    texts_ += ["\uac00\u11a7", "\u1100\u1161\u11a7", "\uac00\u11a8"]  # U+11A7 is no trailing consonant
     for c in chars:
         d = unicodedata.decomposition(c)
         if d and not d.startswith("<"):
@@ -336,15 +336,6 @@ def test_nfc_matches_tokenizers_on_the_corpus():
     ref = normalizers.NFC()
     for text in texts():
         assert b"".join(tok.pre_tokenize(text)) == ref.normalize_str(text).encode("utf-8"), text
-
-
-def test_unicode_tables_are_generated_from_this_python():
-    header = (REPO / "csrc" / "text" / "unicode_tables.h").read_text()
-    if f'kUnicodeVersion = "{unicodedata.unidata_version}"' not in header:
-        pytest.skip(f"this Python has Unicode {unicodedata.unidata_version}, the tables another version")
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_unicode_tables.py"), "--check"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
 
 
 # --- errors ----------------------------------------------------------------
