@@ -25,11 +25,14 @@ at::Tensor powers(const at::Tensor& lambda, int64_t n) {
 
 // Residues minimising sum_t (Re(sum_i R_i lambda_i^t) - w_t)^2 for fixed
 // modes: real least squares over [Re lambda^t, -Im lambda^t] (gelsd copes
-// with the rank a real mode or a repeated one leaves).
+// with the rank a real mode or a repeated one leaves). Singular values below
+// 1e-8 of the largest are cut: nearly equal modes otherwise get huge
+// cancelling residues (1e11 on noisy kernels), which no float32 recurrence
+// can run.
 at::Tensor fit_residues(const at::Tensor& lambda, const at::Tensor& w) {
   const at::Tensor P = powers(lambda, w.size(1));                 // M x n x r
   const at::Tensor A = at::cat({at::real(P), -at::imag(P)}, 2);    // M x n x 2r
-  const at::Tensor x = std::get<0>(at::linalg_lstsq(A, w.unsqueeze(2), std::nullopt, "gelsd")).squeeze(2);
+  const at::Tensor x = std::get<0>(at::linalg_lstsq(A, w.unsqueeze(2), 1e-8, "gelsd")).squeeze(2);
   const int64_t r = lambda.size(1);
   return at::complex(x.narrow(1, 0, r), x.narrow(1, r, r));
 }

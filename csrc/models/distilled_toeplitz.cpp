@@ -10,7 +10,9 @@
 namespace tmm::models {
 namespace {
 
-at::ScalarType complex_of(at::ScalarType t) { return t == at::kDouble ? at::kComplexDouble : at::kComplexFloat; }
+// The modes run in complex128 whatever the model's dtype: a fit's residues
+// can be large and cancel, which complex64 loses.
+at::ScalarType complex_of(at::ScalarType /*t*/) { return at::kComplexDouble; }
 
 // The prompt's contribution to the modes: h = sum_{s<M} lambda^(M-1-s) x[s]
 // for x B x G x M x Cg, in chunks of positions (lambda^j for j <= chunk only),
@@ -104,7 +106,7 @@ at::Tensor DistilledToeplitz::step(const at::Tensor& x) {
     z = at::matmul(taps, ring_);
   }
   modes_.mul_(lambda_).add_(leaving.reshape({B, G, 1, Cg, 1}));
-  const at::Tensor tail = at::real(at::matmul(modes_, residue_)).squeeze(-1).to(x.scalar_type());
+  const at::Tensor tail = at::real(at::matmul(modes_, residue_)).squeeze(-1).to(x.scalar_type());  // back to the model's dtype
   z = z.defined() ? z + tail : tail;
   if (direct_.defined()) z = z + direct_ * xg.unsqueeze(2);
   at::Tensor y = combine_taps(z);
