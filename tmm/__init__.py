@@ -22,7 +22,8 @@ import torch
 
 _NATIVE = ("io", "models", "nn", "ops", "text", "_C", "__version__", "with_cuda")
 # Imported on first attribute access (PEP 562): their dependencies load only when used.
-_LAZY = ("analysis", "bench", "data", "eval", "experiments", "files", "hf", "progress", "tasks", "testing", "train", "train_checkpoints")
+_LAZY = ("analysis", "bench", "data", "distill", "eval", "experiments", "files", "hf", "peak_memory", "progress",
+         "tasks", "testing", "train", "train_checkpoints")
 
 
 def _missing(error):

@@ -16,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model_dir.h"
+#include "tmm/models/distill.h"
 
 namespace tmm::cli {
 namespace {
@@ -41,15 +42,16 @@ std::shared_ptr<models::LanguageModel> model_from_args(const Args& args) {
 }  // namespace
 
 int bench_decode_command(int argc, char** argv) {
-  const Args args(argc, argv, 2,
-                  {{"model", "DIR", "model directory"},
-                   {"config", "FILE", "or a model config (JSON), untrained"},
-                   {"contexts", "N,N,..", "context lengths (default 512,1024,2048,4096)"},
-                   {"methods", "M,M,..", "decode methods (default: cached, plus fast where the model has it)"},
-                   {"steps", "N", "decode steps timed per context (median; default 16)"},
-                   {"batch", "B", "sequences decoded together (default 1)"},
-                   {"threads", "N", "CPU threads (default: torch's)"},
-                   {"seed", "S", "random tokens' seed (default 0)"}});
+  std::vector<Option> options = {{"model", "DIR", "model directory"},
+                                 {"config", "FILE", "or a model config (JSON), untrained"},
+                                 {"contexts", "N,N,..", "context lengths (default 512,1024,2048,4096)"},
+                                 {"methods", "M,M,..", "decode methods (default: cached, plus fast where the model has it)"},
+                                 {"steps", "N", "decode steps timed per context (median; default 16)"},
+                                 {"batch", "B", "sequences decoded together (default 1)"},
+                                 {"threads", "N", "CPU threads (default: torch's)"},
+                                 {"seed", "S", "random tokens' seed (default 0)"}};
+  for (auto& o : distill_options()) options.push_back(o);
+  const Args args(argc, argv, 2, options);
   if (args.help()) {
     std::printf("usage: tmm bench-decode (--model DIR | --config FILE) [options]\n\n%s", args.describe().c_str());
     return 0;
@@ -72,10 +74,13 @@ int bench_decode_command(int argc, char** argv) {
     } catch (const c10::Error&) {
     }
   }
+  if (std::find(methods.begin(), methods.end(), models::DecodeMethod::Distilled) != methods.end())
+    prepare_distillation(*model, args, /*quiet=*/false);
   torch::NoGradGuard no_grad;
   std::printf("%s, %lld parameters, batch %lld, %d threads\n", model->arch().c_str(),
               static_cast<long long>(model->parameter_count()), static_cast<long long>(batch), at::get_num_threads());
-  std::printf("%-10s %8s %12s %16s %12s\n", "method", "context", "prefill ms", "ms/token median", "tokens/s");
+  std::printf("%-10s %8s %12s %16s %12s %14s\n", "method", "context", "prefill ms", "ms/token median", "tokens/s",
+              "state bytes");
   for (const auto method : methods) {
     for (const int64_t context : contexts) {
       auto state = model->start_decoding(batch, context + steps, method);
@@ -91,8 +96,9 @@ int bench_decode_command(int argc, char** argv) {
       }
       std::sort(times.begin(), times.end());
       const double median = times[times.size() / 2];
-      std::printf("%-10s %8lld %12.1f %16.3f %12.1f\n", models::to_string(state->method()).c_str(),
-                  static_cast<long long>(context), 1e3 * prefill, 1e3 * median, double(batch) / median);
+      std::printf("%-10s %8lld %12.1f %16.3f %12.1f %14lld\n", models::to_string(state->method()).c_str(),
+                  static_cast<long long>(context), 1e3 * prefill, 1e3 * median, double(batch) / median,
+                  static_cast<long long>(state->state_bytes()));
       std::fflush(stdout);
     }
   }

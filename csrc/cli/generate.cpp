@@ -31,10 +31,16 @@ std::vector<Option> generate_options() {
           {"seed", "S", "random seed (default 0)"},
           {"stop", "TEXT", "end a sequence when its text contains TEXT (not printed)", true},
           {"stop-id", "ID", "end a sequence after generating this token id", true},
-          {"method", "M", "decoding: auto, cached, fast (TMM, Hyena) or recompute (default auto)"},
+          {"method", "M", "decoding: auto, cached, fast, distilled (TMM, Hyena) or recompute (default auto)"},
           {"device", "DEV", "cpu or cuda[:N] (default cpu)"},
           {"threads", "N", "CPU threads (default: torch's)"},
           {"quiet", "", "no timings on stderr"}};
+}
+
+std::vector<Option> all_generate_options() {
+  std::vector<Option> out = generate_options();
+  for (auto& o : distill_options()) out.push_back(o);
+  return out;
 }
 
 std::string read_text_file(const std::string& path) {
@@ -55,7 +61,7 @@ std::pair<std::string, bool> cut_at_stop(const std::string& text, const std::vec
 }  // namespace
 
 int generate_command(int argc, char** argv) {
-  const Args args(argc, argv, 2, generate_options());
+  const Args args(argc, argv, 2, all_generate_options());
   if (args.help()) {
     std::printf("usage: tmm generate --model DIR --prompt TEXT [options]\n\n%s", args.describe().c_str());
     return 0;
@@ -77,6 +83,11 @@ int generate_command(int argc, char** argv) {
   const bool quiet = args.flag("quiet");
 
   LoadedModel loaded = load_model_dir(args.required("model"), args.text("device", "cpu"));
+  if (options.method == models::DecodeMethod::Distilled) {
+    prepare_distillation(*loaded.model, args, quiet);
+  } else if (args.has("order") || args.has("window")) {
+    throw UsageError("--order and --window are options of --method distilled");
+  }
   std::vector<std::vector<int64_t>> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
     ids.push_back(loaded.tokenizer.encode(prompts[i]));

@@ -31,12 +31,17 @@ int info_command(int argc, char** argv) {
   std::string methods = "recompute, cached";
   try {
     m.resolve_decode_method(models::DecodeMethod::Fast, m.max_len());
-    methods += ", fast";
+    methods += ", fast, distilled";
   } catch (const c10::Error&) {
   }
   const auto auto_method = m.resolve_decode_method(models::DecodeMethod::Auto, m.max_len());
   std::printf("decode methods %s (auto at max_len: %s)\n", methods.c_str(), models::to_string(auto_method).c_str());
-  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"}) {
+  if (const auto d = m.distillation()) {
+    std::printf("distilled      order %lld, window %lld (%zu kernels)\n", static_cast<long long>(d->order),
+                static_cast<long long>(d->window), d->kernels.size());
+  }
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "distilled.json",
+                           "distilled.safetensors"}) {
     struct stat st {};
     if (::stat((dir + "/" + file).c_str(), &st) == 0) {
       std::printf("file           %-18s %lld bytes\n", file, static_cast<long long>(st.st_size));

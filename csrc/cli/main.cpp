@@ -19,7 +19,8 @@ const char kUsage[] =
     "commands:\n"
     "  generate       generate text from a prompt with a model directory\n"
     "  info           describe a model directory\n"
-    "  bench-decode   time prefill and per-token decoding against context length\n";
+    "  bench-decode   time prefill and per-token decoding against context length\n"
+    "  distill        fit a model's long kernels for decode method distilled, saved beside it\n";
 
 }  // namespace
 
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     if (command == "generate") return tmm::cli::generate_command(argc, argv);
     if (command == "info") return tmm::cli::info_command(argc, argv);
     if (command == "bench-decode") return tmm::cli::bench_decode_command(argc, argv);
+    if (command == "distill") return tmm::cli::distill_command(argc, argv);
     std::fprintf(stderr, "tmm: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const tmm::cli::UsageError& e) {

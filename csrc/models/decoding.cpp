@@ -21,12 +21,50 @@ struct RecomputeState : DecodeState {
 
 }  // namespace
 
+int64_t LayerwiseDecodeState::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& layer : layers) bytes += layer->state_bytes();
+  return bytes;
+}
+
+std::unique_ptr<LayerDecodeState> LanguageModelBlock::start_distilled_decoding(int64_t, int64_t,
+                                                                               const Distillation&,
+                                                                               const std::string& prefix) {
+  TORCH_CHECK(false, "decode method \"distilled\": block ", prefix, " has no long convolution to distil");
+}
+
+std::vector<LongKernel> LanguageModel::long_kernels() {
+  std::vector<LongKernel> out;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    for (auto& k : blocks_[i]->long_kernels()) {
+      k.name = "blocks." + std::to_string(i) + "." + k.name;
+      out.push_back(std::move(k));
+    }
+  }
+  return out;
+}
+
+void LanguageModel::set_distillation(std::shared_ptr<const Distillation> distillation) {
+  torch::NoGradGuard no_grad;
+  if (distillation) {
+    for (const auto& k : long_kernels()) {
+      const DistilledKernel& d = distillation->kernel(k.name);
+      TORCH_CHECK(d.lambda.size(0) == k.weight.size(0) && d.lambda.size(1) == k.weight.size(1) &&
+                      d.length == k.weight.size(2),
+                  "set_distillation: kernel '", k.name, "' was fitted as ", d.lambda.size(0), " x ",
+                  d.lambda.size(1), " x ", d.length, ", the model's is ", k.weight.sizes());
+    }
+  }
+  distillation_ = std::move(distillation);
+}
+
 DecodeMethod parse_decode_method(const std::string& name) {
   if (name == "auto") return DecodeMethod::Auto;
   if (name == "recompute") return DecodeMethod::Recompute;
   if (name == "cached") return DecodeMethod::Cached;
   if (name == "fast") return DecodeMethod::Fast;
-  TORCH_CHECK(false, "decode method: expected auto, recompute, cached or fast, got \"", name, "\"");
+  if (name == "distilled") return DecodeMethod::Distilled;
+  TORCH_CHECK(false, "decode method: expected auto, recompute, cached, fast or distilled, got \"", name, "\"");
 }
 
 std::string to_string(DecodeMethod method) {
@@ -35,19 +73,28 @@ std::string to_string(DecodeMethod method) {
     case DecodeMethod::Recompute: return "recompute";
     case DecodeMethod::Cached: return "cached";
     case DecodeMethod::Fast: return "fast";
+    case DecodeMethod::Distilled: return "distilled";
   }
   return "?";
 }
 
 DecodeMethod LanguageModel::resolve_decode_method(DecodeMethod requested, int64_t /*capacity*/) const {
-  TORCH_CHECK(requested != DecodeMethod::Fast, "decode method \"fast\" is for the long-convolution models (tmm, hyena); ",
-              arch(), " has auto, recompute and cached");
+  TORCH_CHECK(requested != DecodeMethod::Fast && requested != DecodeMethod::Distilled, "decode method \"",
+              to_string(requested), "\" is for the long-convolution models (tmm, hyena); ", arch(),
+              " has auto, recompute and cached");
   return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
 }
 
 std::unique_ptr<DecodeState> LanguageModel::make_decode_state(int64_t batch, int64_t capacity, DecodeMethod method) {
   auto state = std::make_unique<LayerwiseDecodeState>(batch, capacity, method);
-  for (const auto& block : blocks_) state->layers.push_back(block->start_decoding(batch, capacity, method));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (method == DecodeMethod::Distilled) {
+      const std::string prefix = "blocks." + std::to_string(i) + ".";
+      state->layers.push_back(blocks_[i]->start_distilled_decoding(batch, capacity, *distillation_, prefix));
+    } else {
+      state->layers.push_back(blocks_[i]->start_decoding(batch, capacity, method));
+    }
+  }
   return state;
 }
 
@@ -63,6 +110,9 @@ std::unique_ptr<DecodeState> LanguageModel::start_decoding(int64_t batch, int64_
   TORCH_CHECK(max_len() <= 0 || capacity <= max_len(), "start_decoding: capacity ", capacity,
               " exceeds the model's max_len ", max_len(), " (prompt plus new tokens must fit)");
   const DecodeMethod resolved = resolve_decode_method(method, capacity);
+  TORCH_CHECK(resolved != DecodeMethod::Distilled || distillation_ != nullptr,
+              "decode method \"distilled\": the model has no distillation (fit one with tmm.distill / "
+              "tmm::models::distill, or load one saved beside the checkpoint)");
   std::unique_ptr<DecodeState> state;
   if (resolved == DecodeMethod::Recompute) {
     state = std::make_unique<RecomputeState>(batch, capacity);

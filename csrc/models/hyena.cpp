@@ -8,6 +8,7 @@
 #include <torch/nn/init.h>
 
 #include "models/config_reader.h"
+#include "models/distilled_toeplitz.h"
 #include "models/layers.h"
 #include "models/online_toeplitz.h"
 #include "models/registry.h"
@@ -190,7 +191,8 @@ at::Tensor HyenaOperatorImpl::forward(const at::Tensor& x) {
 
 struct HyenaOperatorDecodeState : LayerDecodeState {
   at::Tensor short_inputs;            // B x (w-1) x 3d: the short conv's previous inputs
-  std::optional<OnlineToeplitz> long_conv;
+  std::unique_ptr<OnlineMixer> long_conv;
+  int64_t state_bytes() const override { return int64_t(short_inputs.nbytes()) + long_conv->state_bytes(); }
 };
 
 std::unique_ptr<HyenaOperatorDecodeState> HyenaOperatorImpl::start_decoding(int64_t batch, int64_t capacity,
@@ -200,9 +202,24 @@ std::unique_ptr<HyenaOperatorDecodeState> HyenaOperatorImpl::start_decoding(int6
   state->short_inputs = at::zeros({batch, w.size(2) - 1, w.size(0)}, w.options());
   // The implicit filter does not depend on the sequence length: generate it once for the capacity.
   const at::Tensor weight = filter->toeplitz_weight(capacity);
-  state->long_conv.emplace(OnlineToeplitz::Kind::Toeplitz, weight, at::Tensor(), batch, weight.size(0), capacity,
-                           fast);
+  state->long_conv = std::make_unique<OnlineToeplitz>(OnlineToeplitz::Kind::Toeplitz, weight, at::Tensor(), batch,
+                                                      weight.size(0), capacity, fast);
   return state;
+}
+
+std::unique_ptr<HyenaOperatorDecodeState> HyenaOperatorImpl::start_distilled_decoding(int64_t batch,
+                                                                                      int64_t capacity,
+                                                                                      const DistilledKernel& kernel) {
+  auto state = std::make_unique<HyenaOperatorDecodeState>();
+  const at::Tensor& w = short_filter->weight;
+  state->short_inputs = at::zeros({batch, w.size(2) - 1, w.size(0)}, w.options());
+  const at::Tensor weight = filter->toeplitz_weight(capacity);  // the exact decoder's, for a window covering it
+  state->long_conv = make_distilled_mixer(kernel, weight, at::Tensor(), batch, weight.size(0), capacity);
+  return state;
+}
+
+LongKernel HyenaOperatorImpl::long_kernel(int64_t length) {
+  return {"filter", filter->toeplitz_weight(length), filter->D.unsqueeze(1)};
 }
 
 at::Tensor HyenaOperatorImpl::decode(const at::Tensor& x, HyenaOperatorDecodeState& state) {
@@ -219,6 +236,7 @@ HyenaBlockImpl::HyenaBlockImpl(const HyenaConfig& c) {
   ffn_in = register_module("ffn_in", hyena_linear(c, c.d_model, c.ffn_mult * c.d_model, true));
   ffn_out = register_module("ffn_out", hyena_linear(c, c.ffn_mult * c.d_model, c.d_model, true));
   drop_ = register_module("drop", torch::nn::Dropout(c.dropout));
+  max_len_ = c.max_len;
 }
 
 at::Tensor HyenaBlockImpl::forward(const at::Tensor& x) {
@@ -229,6 +247,18 @@ at::Tensor HyenaBlockImpl::forward(const at::Tensor& x) {
 std::unique_ptr<LayerDecodeState> HyenaBlockImpl::start_decoding(int64_t batch, int64_t capacity,
                                                                   DecodeMethod method) {
   return mixer->start_decoding(batch, capacity, method == DecodeMethod::Fast);
+}
+
+std::vector<LongKernel> HyenaBlockImpl::long_kernels() {
+  LongKernel k = mixer->long_kernel(max_len_);
+  k.name = "mixer." + k.name;
+  return {k};
+}
+
+std::unique_ptr<LayerDecodeState> HyenaBlockImpl::start_distilled_decoding(int64_t batch, int64_t capacity,
+                                                                            const Distillation& d,
+                                                                            const std::string& prefix) {
+  return mixer->start_distilled_decoding(batch, capacity, d.kernel(prefix + "mixer.filter"));
 }
 
 at::Tensor HyenaBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, int64_t /*position*/) {

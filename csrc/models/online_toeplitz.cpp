@@ -62,9 +62,8 @@ at::Tensor OnlineToeplitz::prefill(const at::Tensor& x) {
   return y.narrow(1, 0, P);
 }
 
-at::Tensor OnlineToeplitz::combine_taps(const at::Tensor& z) const {
-  // y[b,g,c] = sum_i z[b,g,i,c-(K-1)+i]: tap i reads the channel K-1-i below.
-  const int64_t K = taps_, Cg = channels_ / groups_;
+at::Tensor combine_taps(const at::Tensor& z) {
+  const int64_t B = z.size(0), G = z.size(1), K = z.size(2), Cg = z.size(3);
   at::Tensor y;
   if (K == 1) {
     y = z.select(2, 0);
@@ -73,7 +72,14 @@ at::Tensor OnlineToeplitz::combine_taps(const at::Tensor& z) const {
     y = padded.select(2, 0).narrow(2, 0, Cg).clone();
     for (int64_t i = 1; i < K; ++i) y.add_(padded.select(2, i).narrow(2, i, Cg));
   }
-  return y.reshape({batch_, channels_});
+  return y.reshape({B, G * Cg});
+}
+
+int64_t OnlineToeplitz::state_bytes() const {
+  int64_t bytes = 0;
+  for (const at::Tensor* t : {&rows_, &inputs_, &future_})
+    if (t->defined()) bytes += int64_t(t->nbytes());
+  return bytes;
 }
 
 at::Tensor OnlineToeplitz::step_cached(const at::Tensor& /*x*/) {

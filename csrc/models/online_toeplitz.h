@@ -36,7 +36,23 @@ inline DecodeMethod long_conv_decode_method(DecodeMethod requested, int64_t capa
 // rows and columns of the G x N x N matrix M (its upper triangle ignored).
 at::Tensor causal_matrix_mix(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias);
 
-class OnlineToeplitz {
+// A causal sequence mixer fed a few positions at a time: the exact
+// OnlineToeplitz below, or DistilledToeplitz (distilled_toeplitz.h).
+class OnlineMixer {
+ public:
+  virtual ~OnlineMixer() = default;
+  // x: B x T x C at the next T positions: any T for the first call (the
+  // prompt), T == 1 after it. Returns B x T x C.
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // The bytes of every tensor this state holds.
+  virtual int64_t state_bytes() const = 0;
+};
+
+// y[b,g,c] = sum_i z[b,g,i,c-(K-1)+i] (B x G x K x Cg -> B x G*Cg): tap i of
+// a K-tap kernel reads the channel K-1-i below.
+at::Tensor combine_taps(const at::Tensor& z);
+
+class OnlineToeplitz : public OnlineMixer {
  public:
   enum class Kind { Toeplitz, Matrix };
   // weight and bias as the op takes them (G x K x N and G x N; bias may be
@@ -47,7 +63,8 @@ class OnlineToeplitz {
 
   // x: B x T x C at the next T positions: any T for the first call (the
   // prompt, mixed by the full op), T == 1 after it. Returns B x T x C.
-  at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward(const at::Tensor& x) override;
+  int64_t state_bytes() const override;
   int64_t position() const { return position_; }
 
  private:
@@ -55,7 +72,6 @@ class OnlineToeplitz {
   at::Tensor step_cached(const at::Tensor& x);  // B x C -> B x C
   at::Tensor step_fast(const at::Tensor& x);
   void flush(int64_t a);                        // FutureFill: the block ending at generated input a
-  at::Tensor combine_taps(const at::Tensor& z) const;  // B x G x K x Cg -> B x C
 
   Kind kind_;
   bool fast_;

@@ -8,6 +8,7 @@
 #include <torch/nn/init.h>
 
 #include "models/config_reader.h"
+#include "models/distilled_toeplitz.h"
 #include "models/layers.h"
 #include "models/online_toeplitz.h"
 #include "models/option_names.h"
@@ -147,16 +148,39 @@ at::Tensor ToeplitzMixerImpl::forward(const at::Tensor& x) {
 }
 
 struct TMMMixerDecodeState : LayerDecodeState {
-  std::optional<OnlineToeplitz> first, second;  // second: the expanded mixer's
+  std::unique_ptr<OnlineMixer> first, second;  // second: the expanded mixer's
+  int64_t state_bytes() const override {
+    return first->state_bytes() + (second ? second->state_bytes() : 0);
+  }
 };
 
 std::unique_ptr<TMMMixerDecodeState> ToeplitzMixerImpl::start_decoding(int64_t batch, int64_t capacity,
                                                                        bool fast) const {
   const auto kind = c_.mixer == TMMMixerKind::Masked ? OnlineToeplitz::Kind::Matrix : OnlineToeplitz::Kind::Toeplitz;
   auto state = std::make_unique<TMMMixerDecodeState>();
-  state->first.emplace(kind, weight_, bias_, batch, c_.d_model, capacity, fast);
+  state->first = std::make_unique<OnlineToeplitz>(kind, weight_, bias_, batch, c_.d_model, capacity, fast);
   if (c_.mixer == TMMMixerKind::Expanded)
-    state->second.emplace(kind, weight2_, bias2_, batch, c_.d_model, capacity, fast);
+    state->second = std::make_unique<OnlineToeplitz>(kind, weight2_, bias2_, batch, c_.d_model, capacity, fast);
+  return state;
+}
+
+std::vector<LongKernel> ToeplitzMixerImpl::long_kernels() const {
+  if (c_.mixer == TMMMixerKind::Masked) return {};
+  std::vector<LongKernel> out = {{"mixer.weight", weight_, at::Tensor()}};
+  if (c_.mixer == TMMMixerKind::Expanded) out.push_back({"mixer.weight2", weight2_, at::Tensor()});
+  return out;
+}
+
+std::unique_ptr<TMMMixerDecodeState> ToeplitzMixerImpl::start_distilled_decoding(int64_t batch, int64_t capacity,
+                                                                                 const Distillation& d,
+                                                                                 const std::string& prefix) const {
+  TORCH_CHECK(c_.mixer != TMMMixerKind::Masked,
+              "decode method \"distilled\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
+  auto state = std::make_unique<TMMMixerDecodeState>();
+  state->first = make_distilled_mixer(d.kernel(prefix + "mixer.weight"), weight_, bias_, batch, c_.d_model, capacity);
+  if (c_.mixer == TMMMixerKind::Expanded)
+    state->second =
+        make_distilled_mixer(d.kernel(prefix + "mixer.weight2"), weight2_, bias2_, batch, c_.d_model, capacity);
   return state;
 }
 
@@ -200,6 +224,12 @@ std::unique_ptr<LayerDecodeState> TMMBlockImpl::start_decoding(int64_t batch, in
   return mixer_->start_decoding(batch, capacity, method == DecodeMethod::Fast);
 }
 
+std::unique_ptr<LayerDecodeState> TMMBlockImpl::start_distilled_decoding(int64_t batch, int64_t capacity,
+                                                                          const Distillation& d,
+                                                                          const std::string& prefix) {
+  return mixer_->start_distilled_decoding(batch, capacity, d, prefix);
+}
+
 at::Tensor TMMBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, int64_t /*position*/) {
   // The FFN and the norms act on each position alone; only the mixer keeps state.
   auto& mixer_state = static_cast<TMMMixerDecodeState&>(state);
@@ -232,8 +262,8 @@ TMMBlock TMMModel::block(int64_t i) const { return std::dynamic_pointer_cast<TMM
 
 DecodeMethod TMMModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
   if (config_.mixer == TMMMixerKind::Masked) {
-    TORCH_CHECK(requested != DecodeMethod::Fast,
-                "decode method \"fast\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
+    TORCH_CHECK(requested != DecodeMethod::Fast && requested != DecodeMethod::Distilled, "decode method \"",
+                to_string(requested), "\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
     return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
   }
   return long_conv_decode_method(requested, capacity);

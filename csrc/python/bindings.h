@@ -11,4 +11,6 @@ void bind_models(pybind11::module& m);
 // tmm._C.Tokenizer (csrc/python/text.cpp).
 void bind_text(pybind11::module& m);
 
+void bind_distill(pybind11::module& m);
+
 }  // namespace tmm::python

@@ -50,7 +50,9 @@ void bind_models(py::module& m) {
       .def_property_readonly("batch_size", &DecodeState::batch_size)
       .def_property_readonly("capacity", &DecodeState::capacity)
       .def_property_readonly("position", &DecodeState::position)
-      .def_property_readonly("method", [](const DecodeState& s) { return tmm::models::to_string(s.method()); });
+      .def_property_readonly("method", [](const DecodeState& s) { return tmm::models::to_string(s.method()); })
+      .def_property_readonly("state_bytes", &DecodeState::state_bytes,
+                             "bytes of the tensors the state holds (caches, ring buffers, modes), measured");
 
   py::class_<LanguageModel, std::shared_ptr<LanguageModel>>(m, "_LanguageModel",
                                                             "A C++ tmm::models::LanguageModel (use tmm.models)")

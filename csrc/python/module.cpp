@@ -54,6 +54,7 @@ PYBIND11_MODULE(_C, m) {
         "Read and validate a file: ({name: tensor}, metadata)");
   tmm::python::bind_models(m);
   tmm::python::bind_text(m);
+  tmm::python::bind_distill(m);
   // c10::Error -> RuntimeError with the message only (what() appends a C++
   // backtrace); local, so torch's own bindings are left as they are.
   py::register_local_exception_translator([](std::exception_ptr p) {

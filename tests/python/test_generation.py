@@ -112,7 +112,7 @@ def test_clear_errors():
         m.generate([1], 2, temperature=-1)
     with pytest.raises(RuntimeError, match=r"top_p: expected a value in \(0, 1\], got 0"):
         m.generate([1], 2, top_p=0)
-    with pytest.raises(RuntimeError, match='decode method: expected auto, recompute, cached or fast, got "slow"'):
+    with pytest.raises(RuntimeError, match='decode method: expected auto, recompute, cached, fast or distilled, got "slow"'):
         m.generate([1], 2, method="slow")
     with pytest.raises(RuntimeError, match='"fast" is for the long-convolution models'):
         _model("transformer").generate([1], 2, method="fast")

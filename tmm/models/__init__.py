@@ -110,8 +110,11 @@ def load(checkpoint_dir, device=None, dtype=None):
     """The model saved in ``checkpoint_dir`` (config.json + model.safetensors,
     by ``model.save`` or C++ ``save_checkpoint``). The whole file is checked
     against the config before anything is copied. The model comes in float32
-    on the CPU unless ``device`` / ``dtype`` say otherwise."""
+    on the CPU unless ``device`` / ``dtype`` say otherwise. A distillation
+    saved beside it (tmm.distill.save) is attached (``method="distilled"``)."""
     model = LanguageModel(_C._load_checkpoint(os.fspath(checkpoint_dir)))
+    if _C._has_distillation(os.fspath(checkpoint_dir)):
+        _C._set_distillation(model._cpp_root, _C._load_distillation(os.fspath(checkpoint_dir)))
     if device is not None or dtype is not None:
         model.to(device=device, dtype=dtype)
     return model

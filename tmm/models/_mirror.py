@@ -315,11 +315,26 @@ class LanguageModel(CppNode):
         self._check_tensors()
         return _cpp_hidden_states(self._cpp_root, input_ids)
 
-    def start_decoding(self, batch, capacity, method="auto"):
+    def start_decoding(self, batch, capacity, method="auto", *, order=None, window=None):
         """A state for incremental decoding of `batch` sequences of at most
-        `capacity` tokens; method: auto | recompute | cached | fast (TMM, Hyena)."""
+        `capacity` tokens; method: auto | recompute | cached | fast (TMM,
+        Hyena) | distilled (TMM, Hyena: approximate, fixed state; order and
+        window fit a distillation unless the attached one has them, see
+        tmm.distill). ``state.state_bytes``: what the state holds."""
         self._check_tensors()
+        self._distillation_for(method, order, window)
         return self._cpp_root.start_decoding(int(batch), int(capacity), str(method))
+
+    def _distillation_for(self, method, order, window):
+        if order is None and window is None:
+            return
+        if method != "distilled":
+            raise ValueError(f'order and window are options of method="distilled", not of method="{method}"')
+        from .. import distill
+
+        d = distill.of(self)
+        if d is None or (order is not None and d.order != order) or (window is not None and d.window != window):
+            distill.distill(self, order=16 if order is None else order, window=0 if window is None else window)
 
     def decode(self, state, input_ids):
         """Feeds B x T tokens at the state's next positions; returns their
@@ -328,15 +343,17 @@ class LanguageModel(CppNode):
         return self._cpp_root.decode(state, input_ids)
 
     def generate(self, prompts, max_new_tokens=64, *, temperature=1.0, top_k=0, top_p=1.0, seed=0,
-                 stop_tokens=(), method="auto", on_tokens=None):
+                 stop_tokens=(), method="auto", on_tokens=None, order=None, window=None):
         """Generates from token-id prompts (a list of lists, or one list) with
         the C++ generator (tmm/models/generation.h): temperature 0 = greedy.
         Generation is inference: it runs with dropout off in any mode (no
         eval() needed) and leaves each module's train/eval flag as it was.
         Returns a dict: tokens (new ids per prompt), finish_reasons, method,
         prefill_seconds, step_seconds. on_tokens(list) is called after each
-        round with each sequence's new token (-1: none); return False to stop."""
+        round with each sequence's new token (-1: none); return False to stop.
+        order, window: for method "distilled", as start_decoding."""
         self._check_tensors()
+        self._distillation_for(method, order, window)
         if hasattr(prompts, "tolist"):  # a tensor or array of ids: 1-D one prompt, 2-D a batch
             prompts = prompts.tolist()
         single = len(prompts) > 0 and not isinstance(prompts[0], (list, tuple))

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <tmm/models/checkpoint.h>
+#include <tmm/models/distill.h>
 #include <tmm/models/hyena.h>
 #include <tmm/models/language_model.h>
 #include <tmm/models/mamba2.h>

@@ -20,9 +20,10 @@ enum class DecodeMethod {
   Recompute,  // the full forward over all tokens fed so far at every call (the baseline)
   Cached,     // per-layer caches: KV (Transformer), mixer inputs (TMM, Hyena), recurrent state (Mamba2)
   Fast,       // TMM and Hyena: online blocked FFT convolution (FutureFill), O(n log^2 n) for n tokens
+  Distilled,  // TMM and Hyena, approximate: each long kernel as a small state-space model (distill.h), fixed state
 };
 
-// "auto" | "recompute" | "cached" | "fast"; anything else is an error naming it.
+// "auto" | "recompute" | "cached" | "fast" | "distilled"; anything else is an error naming it.
 DecodeMethod parse_decode_method(const std::string& name);
 std::string to_string(DecodeMethod method);
 
@@ -43,6 +44,9 @@ class DecodeState {
   int64_t capacity() const { return capacity_; }  // the most tokens this state can hold
   int64_t position() const { return position_; }  // tokens fed so far
   DecodeMethod method() const { return method_; }  // never Auto
+  // The bytes of the tensors this state holds (its per-layer caches and
+  // recurrent states), measured on them.
+  virtual int64_t state_bytes() const { return 0; }
 
  private:
   friend class LanguageModel;

@@ -118,7 +118,12 @@ class HyenaOperatorImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x);
   // Incremental decoding (decoding.h): x B x T x d at the state's next positions.
   std::unique_ptr<HyenaOperatorDecodeState> start_decoding(int64_t batch, int64_t capacity, bool fast);
+  // Method Distilled: the long convolution as `kernel` (fitted from long_kernel).
+  std::unique_ptr<HyenaOperatorDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity,
+                                                                     const DistilledKernel& kernel);
   at::Tensor decode(const at::Tensor& x, HyenaOperatorDecodeState& state);
+  // "filter": the long convolution over `length` positions, D the exact direct term.
+  LongKernel long_kernel(int64_t length);
 
   torch::nn::Linear in_proj{nullptr}, out_proj{nullptr};
   ShortConv short_filter{nullptr};  // over the 3d channels of in_proj's output
@@ -132,12 +137,17 @@ class HyenaBlockImpl : public LanguageModelBlock {
   at::Tensor forward(const at::Tensor& x) override;
   std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
   at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
+  // "mixer.filter": the filter over max_len positions.
+  std::vector<LongKernel> long_kernels() override;
+  std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d,
+                                                             const std::string& prefix) override;
 
   torch::nn::LayerNorm mixer_norm{nullptr}, ffn_norm{nullptr};
   HyenaOperator mixer{nullptr};
   torch::nn::Linear ffn_in{nullptr}, ffn_out{nullptr};
 
  private:
+  int64_t max_len_;
   torch::nn::Dropout drop_{nullptr};
 };
 TORCH_MODULE(HyenaBlock);
@@ -155,7 +165,7 @@ class HyenaModel : public LanguageModel {
   std::string config_json() const override { return config_.to_json_text(); }
   const HyenaConfig& config() const { return config_; }
   HyenaBlock block(int64_t i) const;
-  // Fast and Cached; Auto as long_conv_decode_method.
+  // Fast, Cached and Distilled; Auto as long_conv_decode_method.
   DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
 
  private:

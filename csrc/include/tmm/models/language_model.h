@@ -29,6 +29,7 @@
 
 #include "tmm/models/config.h"
 #include "tmm/models/decoding.h"
+#include "tmm/models/distill.h"
 
 namespace tmm::models {
 
@@ -42,6 +43,7 @@ struct LanguageModelOutput {
 // recurrent state): each block type defines its own.
 struct LayerDecodeState {
   virtual ~LayerDecodeState() = default;
+  virtual int64_t state_bytes() const { return 0; }  // of the tensors it holds
 };
 
 // The decoding state of methods Cached and Fast: one LayerDecodeState per
@@ -57,6 +59,7 @@ class LayerwiseDecodeState : public DecodeState {
     TORCH_CHECK(s != nullptr, "decode state: layer ", i, " holds another type of state");
     return *s;
   }
+  int64_t state_bytes() const override;  // the layers' sum
   std::vector<std::unique_ptr<LayerDecodeState>> layers;
 };
 
@@ -72,6 +75,13 @@ class LanguageModelBlock : public torch::nn::Module {
   // prefill, any T) or T == 1 (a step); `state` is the one this block made.
   // Eval mode only (no dropout).
   virtual at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) = 0;
+  // The block's long convolution kernels (names relative to the block); none by default.
+  virtual std::vector<LongKernel> long_kernels() { return {}; }
+  // A state for method Distilled, the block's kernels taken from `d` under
+  // `prefix` + their names; an error for a block without long kernels.
+  virtual std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity,
+                                                                     const Distillation& d,
+                                                                     const std::string& prefix);
 };
 
 class LanguageModel : public torch::nn::Module {
@@ -114,6 +124,15 @@ class LanguageModel : public torch::nn::Module {
   // method the model does not have. By default: Cached (Recompute on request).
   virtual DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const;
 
+  // Its long convolution kernels (TMM's Toeplitz vectors, Hyena's filters at
+  // max_len), named by parameter path: what distill() fits.
+  std::vector<LongKernel> long_kernels();
+  // The distillation decode method "distilled" runs (checked against
+  // long_kernels' shapes; null: none). Fitted for the weights as they are:
+  // refit after changing them.
+  void set_distillation(std::shared_ptr<const Distillation> distillation);
+  std::shared_ptr<const Distillation> distillation() const { return distillation_; }
+
  protected:
   // The skeleton, built in this order, which fixes the parameter order and
   // the initialisation's random draws. This constructor registers "embed"
@@ -142,6 +161,7 @@ class LanguageModel : public torch::nn::Module {
   std::vector<std::shared_ptr<LanguageModelBlock>> blocks_;  // the same blocks, typed
   torch::nn::AnyModule final_norm_;                         // empty: none
   torch::nn::Linear head_{nullptr};                         // null when tied
+  std::shared_ptr<const Distillation> distillation_;         // for decode method "distilled"
 };
 
 // Checks input_ids: B x L, int64, values in [0, vocab), L <= max_len

@@ -72,6 +72,11 @@ class ToeplitzMixerImpl : public torch::nn::Module {
   // Incremental decoding (decoding.h): x B x T x d at the state's next positions.
   std::unique_ptr<TMMMixerDecodeState> start_decoding(int64_t batch, int64_t capacity, bool fast) const;
   at::Tensor decode(const at::Tensor& x, TMMMixerDecodeState& state);
+  // Method Distilled: the kernels "mixer.weight" (and "mixer.weight2") of `d` under `prefix`.
+  std::unique_ptr<TMMMixerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity,
+                                                                const Distillation& d,
+                                                                const std::string& prefix) const;
+  std::vector<LongKernel> long_kernels() const;  // none for "masked"
 
  private:
   at::Tensor mix(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const;
@@ -89,6 +94,9 @@ class TMMBlockImpl : public LanguageModelBlock {
   at::Tensor forward(const at::Tensor& x) override;
   std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
   at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
+  std::vector<LongKernel> long_kernels() override { return mixer_->long_kernels(); }
+  std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d,
+                                                             const std::string& prefix) override;
   ToeplitzMixer mixer() const { return mixer_; }
 
  private:
@@ -112,7 +120,7 @@ class TMMModel : public LanguageModel {
   std::string config_json() const override { return config_.to_json_text(); }
   const TMMConfig& config() const { return config_; }
   TMMBlock block(int64_t i) const;
-  // Fast and Cached ("masked": Cached only); Auto as long_conv_decode_method.
+  // Fast, Cached and Distilled ("masked": Cached only); Auto as long_conv_decode_method.
   DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
 
  private:

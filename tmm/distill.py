@@ -1,0 +1,83 @@
+"""Distillation of TMM's and Hyena's long kernels into small state-space
+models, for constant-memory decoding (``method="distilled"``; docs/decoding.md).
+Thin over the C++ core (csrc/include/tmm/models/distill.h).
+
+    d = tmm.distill.distill(model, order=16, window=16)   # fits and attaches
+    d.kernel("blocks.0.mixer.weight")["error"]             # relative L2 error per kernel
+    out = model.generate(prompt, method="distilled")      # O((W + r) d) per token
+    tmm.distill.save(d, checkpoint_dir)                   # distilled.{json,safetensors}
+
+Each kernel w[0..N) keeps its taps t < window exact and fits the tail as
+w[window + t] ~ sum_i Re(R_i lambda_i^t) with |lambda_i| < 1: a Hankel SVD
+(Kung's method) for the modes, least squares for the residues, then ``steps``
+Adam steps on the L2 error (the better fit kept per kernel).
+"""
+import os
+
+from . import _C
+
+_DEFAULTS = dict(steps=200, lr=1e-2, hankel_rows=256, max_radius=1 - 1e-6)
+
+Distillation = _C._Distillation
+
+
+def _options(steps, lr, hankel_rows, max_radius):
+    return dict(steps=int(steps), lr=float(lr), hankel_rows=int(hankel_rows), max_radius=float(max_radius))
+
+
+def distill(model, order=16, window=0, *, steps=_DEFAULTS["steps"], lr=_DEFAULTS["lr"],
+            hankel_rows=_DEFAULTS["hankel_rows"], max_radius=_DEFAULTS["max_radius"], attach=True):
+    """Fits every long kernel of ``model`` (a tmm.models TMM or Hyena) with
+    ``order`` modes after ``window`` exact taps; attaches the result to the
+    model (``method="distilled"`` decodes with it) unless ``attach=False``.
+    Returns the Distillation: ``.order``, ``.window``, ``.names()``,
+    ``.kernel(name)`` (taps, direct, lambda, residue, error, length),
+    ``.materialize(name, n)``."""
+    d = _C._distill(model._cpp_root, int(order), int(window), **_options(steps, lr, hankel_rows, max_radius))
+    if attach:
+        _C._set_distillation(model._cpp_root, d)
+    return d
+
+
+def attach(model, distillation):
+    """Makes ``model`` decode ``method="distilled"`` with ``distillation``
+    (None: detach); checked against the model's kernels."""
+    _C._set_distillation(model._cpp_root, distillation)
+
+
+def of(model):
+    """The distillation attached to ``model``, or None."""
+    return _C._get_distillation(model._cpp_root)
+
+
+def fit_modal(kernels, order, *, steps=_DEFAULTS["steps"], lr=_DEFAULTS["lr"],
+              hankel_rows=_DEFAULTS["hankel_rows"], max_radius=_DEFAULTS["max_radius"]):
+    """Fits each row of ``kernels`` (... x n, real) with ``order`` modes.
+    Returns a dict: lambda, residue (... x order complex128), error (relative
+    L2), abs_error (... float64)."""
+    lam, res, err, abs_err = _C._fit_modal(kernels, int(order), **_options(steps, lr, hankel_rows, max_radius))
+    return {"lambda": lam, "residue": res, "error": err, "abs_error": abs_err}
+
+
+def modal_kernel(lam, residue, n):
+    """sum_i Re(residue_i lam_i^t) for t < n: ... x n float64."""
+    return _C._modal_kernel(lam, residue, int(n))
+
+
+def save(distillation, directory):
+    """Writes directory/distilled.json and directory/distilled.safetensors
+    (beside a checkpoint, so ``tmm generate --method distilled`` serves it)."""
+    _C._save_distillation(distillation, os.fspath(directory))
+
+
+def load(directory):
+    """The distillation saved in ``directory``."""
+    return _C._load_distillation(os.fspath(directory))
+
+
+def saved(directory):
+    """Whether ``directory`` holds a saved distillation."""
+    return _C._has_distillation(os.fspath(directory))
+
+
+__all__ = ["Distillation", "distill", "attach", "of", "fit_modal", "modal_kernel", "save", "load", "saved"]
