@@ -10,6 +10,8 @@ Usage (from the repository root; the extension must be built):
     python scripts/bench_ops.py --lengths 1024,4096 --gk "1,1 C,1" \\
         --impls ours,fft --modes fwdbwd --out /tmp/bench
     python scripts/bench_ops.py --device cuda --paths cufft,fused --dtype bf16
+    python scripts/bench_ops.py --floor         # the CPU op vs the FFT floor
+    python scripts/bench_ops.py --floor --tiny  # the same code in seconds (tests)
 
 `--gk` takes "G,K" pairs separated by spaces; G may be written `C` for one
 kernel per channel (G = channels, Hyena's layout). Defaults: L in {256, 1024,
@@ -21,6 +23,18 @@ overrides the quick value. `--paths`: also ours with each kernel path forced
 
 Outputs (in `--out`, default bench/results/ops-<timestamp>/, each written
 atomically): results.json (rewritten after every cell), table.md, plot.png.
+
+`--floor` is another benchmark (tmm/bench/floor.py): per L, in one run, the
+FFT floor (an r2c + c2r pair of size 2L over all B*C columns through FFTW,
+pyfftw when importable, else scipy.fft), a memcpy of x, tmm fwd and fwd+bwd,
+and the ratios fwd / pair (target <= 1.3) and fwd+bwd / 2.5 pairs (target
+<= 1.5); then the smooth-L sweep (L = 1000..5000 step 100, forward, the
+transform-size rule against powers of two only). Defaults: L in {256, 512,
+1024, 1025, 2048, 2049, 4096, 4097, 8192, 16384, 32768, 65536}, B = 4,
+C = 512 (sweep C = 256), 2 threads. Flags: --lengths, --batch, --channels,
+--threads, --repeats, --warmup, --cell-budget, --sweep LO,HI,STEP or
+--no-sweep, --floor-lib auto|fftw|scipy, --planner, --tiny, --out,
+--no-plot. Output folder default bench/results/floor-<timestamp>/.
 """
 import os
 
@@ -29,6 +43,7 @@ import os
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import datetime  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -122,7 +137,68 @@ def config_of(args):
     return cfg
 
 
+def parse_floor_args(argv):
+    from tmm.bench import floor
+
+    p = argparse.ArgumentParser(description="scripts/bench_ops.py --floor: the CPU op against the FFT floor")
+    p.add_argument("--floor", action="store_true")
+    p.add_argument("--tiny", action="store_true", help="tiny sizes, seconds: for the tests")
+    p.add_argument("--lengths", default=None)
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--channels", type=int, default=None)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--cell-budget", type=float, default=None)
+    p.add_argument("--sweep", default=None, help="LO,HI,STEP of the smooth-L sweep (default 1000,5000,100)")
+    p.add_argument("--sweep-batch", type=int, default=None)
+    p.add_argument("--sweep-channels", type=int, default=None)
+    p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--sizes", default=None,
+                   help="also time the forward at these forced transform sizes (calibration of the size model); "
+                        "'default' for tmm/bench/floor.py's list")
+    p.add_argument("--floor-lib", default="auto", choices=["auto", "fftw", "scipy"])
+    p.add_argument("--planner", default="FFTW_MEASURE", help="FFTW planner flag (FFTW_ESTIMATE, FFTW_MEASURE, ...)")
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    cfg = floor.FloorConfig(floor_lib=args.floor_lib, planner=args.planner, sweep=not args.no_sweep)
+    if args.tiny:
+        cfg = dataclasses.replace(cfg, lengths=[16, 33], batch=1, channels=32, repeats=1, warmup=1, cell_budget=5.0,
+                                  sweep_lo=20, sweep_hi=40, sweep_step=10, sweep_batch=1, sweep_channels=32,
+                                  planner="FFTW_ESTIMATE")
+    for key in ("batch", "channels", "repeats", "warmup", "cell_budget", "sweep_batch", "sweep_channels"):
+        if getattr(args, key) is not None:
+            setattr(cfg, key, getattr(args, key))
+    if args.lengths:
+        cfg.lengths = [int(t) for t in _split(args.lengths)]
+    if args.sizes:
+        cfg.sizes = floor.CALIBRATION_SIZES if args.sizes == "default" else [int(t) for t in _split(args.sizes)]
+    if args.sweep:
+        cfg.sweep_lo, cfg.sweep_hi, cfg.sweep_step = (int(t) for t in _split(args.sweep))
+    if args.out is None:
+        args.out = str(REPO / "bench" / "results" / f"floor-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+    return args, cfg
+
+
+def floor_main(argv):
+    from tmm.bench import floor
+
+    args, cfg = parse_floor_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"bench_ops --floor: B={cfg.batch} C={cfg.channels} L={cfg.lengths} threads={torch.get_num_threads()}",
+          file=sys.stderr)
+    out = floor.run(cfg, Path(args.out), do_plot=not args.no_plot, repo=REPO)
+    print(out["table"])
+    plot = "" if out["plot_note"] or args.no_plot else ", plot.png"
+    print(f"\nresults: {args.out}/results.json, table.md{plot}")
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--floor" in argv:
+        return floor_main(argv)
     args = parse_args(argv)
     try:
         torch.set_num_interop_threads(args.threads)

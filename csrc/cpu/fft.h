@@ -1,16 +1,21 @@
-// Multi-lane complex FFT of power-of-two size, written for convolution.
+// Multi-lane complex FFT of mixed-radix size (n = 2^a 3^b 5^c), written for
+// convolution.
 //
 // Data is split complex and lane-minor: element t of lane l lives at
 // re[t*lanes + l], im[t*lanes + l]. Every butterfly works on whole rows of
-// `lanes` values with one scalar twiddle, so the inner loops are plain SIMD
+// `lanes` values with scalar twiddles, so the inner loops are plain SIMD
 // over lanes (adjacent channels of a B x L x C tensor) with no transposes.
 //
-// forward() is decimation in frequency: natural order in, bit-reversed order
-// out (frequency k sits in row row_of(k)). inverse() is decimation in time:
-// bit-reversed in, natural out, unnormalised (a round trip scales by n). A
+// The passes, in forward order: radix 4 while 4 divides the rest, then 5,
+// then 3, then one radix-2 pass if a factor 2 is left (always the last, on
+// blocks of 2, twiddle-free). forward() is decimation in frequency: natural
+// order in, digit-reversed order out (frequency k sits in row row_of(k)).
+// inverse() is decimation in time, the passes' transposes in reverse order:
+// digit-reversed in, natural out, unnormalised (a round trip scales by n). A
 // convolution multiplies pointwise in between and never pays for a
-// permutation. Large transforms recurse into quarters once the working set
-// fits in cache.
+// permutation. Large transforms recurse into sub-blocks once the working
+// set fits in cache. For a power of two the passes (and so the results) are
+// those of the radix-4/2 transform this replaced.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +28,7 @@ namespace tmm::cpu::TMM_CPU_CAPABILITY {
 template <class R>
 class LaneFft {
  public:
+  // std::invalid_argument unless n >= 1 has no prime factor above 5.
   explicit LaneFft(int64_t n);
 
   int64_t size() const { return n_; }
@@ -34,21 +40,30 @@ class LaneFft {
   // The zero-padded variants a causal convolution needs (n >= 2L - 1):
   // forward_padded() treats rows [n/2, n) as zero without reading them, and
   // inverse_truncated() produces only rows [0, n/2). Each skips half of the
-  // largest pass. Both need n >= 4.
+  // first (largest) radix-4 pass. Both need 4 to divide n.
   void forward_padded(R* re, R* im, int64_t lanes) const;
   void inverse_truncated(R* re, R* im, int64_t lanes) const;
 
  private:
-  void forward_block(R* re, R* im, int64_t lanes, int64_t m) const;
-  void inverse_block(R* re, R* im, int64_t lanes, int64_t m) const;
+  void forward_block(R* re, R* im, int64_t lanes, int stage) const;
+  void inverse_block(R* re, R* im, int64_t lanes, int stage) const;
+  void dif_pass(int stage, R* re, R* im, int64_t lanes, int64_t blocks) const;
+  void dit_pass(int stage, R* re, R* im, int64_t lanes, int64_t blocks) const;
   void dif4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
   void dit4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
+  void dif3(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
+  void dit3(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
+  void dif5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
+  void dit5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const;
   void dif4_upper_zero(R* re, R* im, int64_t lanes) const;
   void dit4_lower_only(R* re, R* im, int64_t lanes) const;
 
   int64_t n_;
-  std::vector<R> wr_, wi_;     // exp(-2 pi i j/n), j < n
-  std::vector<int32_t> rev_;   // bit reversal of k
+  int64_t block_bytes_;         // larger blocks recurse (fft_block_bytes())
+  std::vector<int> radix_;      // radix of pass s, forward order
+  std::vector<int64_t> block_;  // block size pass s works on (block_[0] = n)
+  std::vector<R> wr_, wi_;      // exp(-2 pi i j/n), j < n
+  std::vector<int32_t> rev_;    // row of frequency k
 };
 
 // Smallest power of two >= n (n >= 1).

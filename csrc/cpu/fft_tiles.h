@@ -3,7 +3,8 @@
 // (toeplitz_fft_backward.cpp).
 //
 // A causal convolution of length L equals a circular one of size
-// n = max(4, next_pow2(2L-1)) on zero-padded inputs. A tile of 2P = 32
+// n >= 2L-1 on zero-padded inputs; n is the cheapest multiple of 4 with no
+// prime factor above 5 (fft_size.h). A tile of 2P = 32
 // adjacent channels is packed into P complex lanes (column j as the real
 // part, column P+j as the imaginary part), so one complex FFT transforms two
 // real channels. The pair of frequencies (k, n-k) separates the two real
@@ -29,6 +30,7 @@
 
 #include "cpu/channel_tiles.h"
 #include "cpu/fft.h"
+#include "cpu/fft_size.h"
 #include "cpu/toeplitz_cpu.h"
 
 namespace tmm::cpu::TMM_CPU_CAPABILITY {
@@ -37,15 +39,16 @@ constexpr int64_t kLanes = 16;           // complex lanes per tile
 constexpr int64_t kCols = 2 * kLanes;    // channels per tile
 static_assert(kCols > 2 * (kMaxTileTaps - 1), "tiles must keep most columns for outputs");
 
-// Circular size for a causal convolution of length L: n >= 2L - 1, so the
-// zero padding fills at least the upper half (forward_padded's contract).
-inline int64_t conv_size(int64_t L) { return std::max<int64_t>(4, next_pow2(2 * L - 1)); }
+// Circular size for a causal convolution of length L: n >= 2L - 1 and even,
+// so the zero padding fills at least the upper half (forward_padded's
+// contract).
+inline int64_t conv_size(int64_t L) { return causal_fft_size(L); }
 
 // Visits the frequency pairs (k, n-k) for k in [0, n/2] as buffer rows.
 template <class R, class F>
 void for_each_pair(const LaneFft<R>& fft, F&& f) {
   const int64_t n = fft.size();
-  for (int64_t k = 0; k <= n / 2; ++k) f(k, fft.row_of(k), fft.row_of((n - k) & (n - 1)));
+  for (int64_t k = 0; k <= n / 2; ++k) f(k, fft.row_of(k), fft.row_of(k == 0 ? 0 : n - k));
 }
 
 // A tile's transform buffer: n rows of kLanes complex values.

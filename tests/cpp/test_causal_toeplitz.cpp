@@ -40,7 +40,8 @@ std::string describe(const Case& c) {
 
 // L = 1, short, odd / prime, N > L, long; every G/K combination: G=1,K=1;
 // G=heads; K>1; K=C/G; G=C; K > 16 (one call per tap). Each runs on both
-// CPU paths (the tests force them) and on auto's choice.
+// CPU paths (the tests force them) and on auto's choice. The last three
+// take mixed-radix transform sizes.
 const std::vector<Case> kCases = {
     {2, 1, 4, 1, 1, 1, true, kContiguous},
     {2, 1, 4, 2, 2, 3, false, kTransposed},
@@ -55,6 +56,10 @@ const std::vector<Case> kCases = {
     {2, 300, 6, 2, 2, 300, true, kContiguous},
     {1, 1000, 4, 2, 2, 1024, true, kTransposed},
     {2, 23, 40, 2, 17, 30, true, kChannelStep},
+    // Mixed-radix transform sizes (4 * 2^a 3^b 5^c, docs/ops.md).
+    {2, 150, 8, 2, 2, 150, true, kContiguous},
+    {1, 250, 6, 6, 1, 260, false, kTransposed},
+    {1, 1025, 4, 1, 1, 1025, true, kContiguous},
 };
 
 // The paths every reference test runs on.

@@ -114,3 +114,31 @@ def test_ops_bench_max_len_and_dense_guard(tmp_path):
     at64 = {c["impl"]: c for c in cells if c["L"] == 64 and c["G"] == 1}
     assert at64["ours_fft"]["reason"] == "L > 16" and at64["dense"]["reason"] == "L > 16"
     assert at64["ours"]["status"] == "ok"
+
+
+def test_floor_bench_tiny(tmp_path, capsys):
+    """scripts/bench_ops.py --floor --tiny: the floor benchmark's whole code
+    path in seconds (the FFT pair through pyfftw when installed, else
+    scipy.fft), with two forced transform sizes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_ops_script", REPO / "scripts" / "bench_ops.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    threads = torch.get_num_threads()
+    try:
+        assert script.main(["--floor", "--tiny", "--sizes", "12,40", "--out", str(tmp_path)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["schema"] == "tmm.bench_floor/1" and res["complete"] and res["floor_lib"] in ("fftw", "scipy")
+    assert [r["L"] for r in res["lengths"]] == [16, 33]
+    for r in res["lengths"]:
+        assert all(r[k]["status"] == "ok" for k in ("pair", "memcpy", "fwd", "fwdbwd"))
+        assert r["fwd_vs_pair"] > 0 and r["fwdbwd_vs_pairs"] > 0
+    assert [r["L"] for r in res["sweep"]] == [20, 30, 40] and res["sweep_jump_auto"] > 0
+    assert [r["n"] for r in res["sizes"]["rows"]] == [12, 40]
+    table = (tmp_path / "table.md").read_text()
+    assert "fwd/pair" in table and "Smooth-L sweep" in table and "pow2/auto" in table
+    assert (tmp_path / "plot.png").stat().st_size > 1000
+    assert "fwd+bwd/2.5 pairs" in capsys.readouterr().out

@@ -16,7 +16,8 @@ import tmm
 CAPABILITIES = tmm.ops.cpu_capabilities()
 
 # Run in a subprocess: the op forward and backward on both CPU paths, the
-# per-tap split, strided inputs, all four dtypes, against the reference.
+# per-tap split, strided inputs, all four dtypes, mixed-radix transform sizes
+# (L = 150, 250, 1025), against the reference.
 CHECK = textwrap.dedent(
     """
     import json, pathlib, sys
@@ -30,7 +31,8 @@ CHECK = textwrap.dedent(
         return ((a - e).abs().max() / e.abs().max().clamp_min(1e-300)).item()
     torch.manual_seed(0)
     worst = 0.0
-    for B, L, C, G, K in [(2, 5, 6, 2, 3), (2, 37, 8, 1, 1), (1, 200, 12, 3, 2), (2, 64, 6, 6, 1), (1, 20, 36, 2, 17)]:
+    for B, L, C, G, K in [(2, 5, 6, 2, 3), (2, 37, 8, 1, 1), (1, 200, 12, 3, 2), (2, 64, 6, 6, 1), (1, 20, 36, 2, 17),
+                          (1, 150, 8, 1, 1), (1, 250, 6, 2, 3), (1, 1025, 4, 4, 1)]:
         for dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
             x = torch.randn(B, C, L, dtype=torch.float64).transpose(1, 2).to(dtype)
             w = (torch.randn(G, K, L + 3, dtype=torch.float64) / (K * L) ** 0.5).to(dtype)
