@@ -62,8 +62,11 @@ LaneFft<R>::LaneFft(int64_t n)
   }
   // Pass s stores the outputs of residue d (of the frequency's digit s,
   // k = d0 + r0 (d1 + r1 (d2 + ...))) in sub-block perm(d) of its block;
-  // radix 4 stores residues 0, 2, 1, 3 in quarters 0..3, the others in order.
-  static constexpr int kPerm4[4] = {0, 2, 1, 3};
+  // radix 4 stores residues 0, 2, 1, 3 in quarters 0..3, the others in order
+  // (a local array, not a static: a function-local static in this template
+  // would be a global symbol of the variant's object, which must export only
+  // its kernel table; tests/cpp/check_cpu_variants.cmake).
+  const int kPerm4[4] = {0, 2, 1, 3};
   for (int64_t k = 0; k < n; ++k) {
     int64_t rem = k, row = 0;
     for (std::size_t s = 0; s < radix_.size(); ++s) {
