@@ -32,7 +32,8 @@ ensure_system_packages() {
 }
 
 # Uses the active virtual environment when it has torch; otherwise creates or
-# reuses one keyed by the hash of requirements.txt and requirements-runtime.txt.
+# reuses one keyed by the hash of requirements.txt and requirements-runtime.txt,
+# with requirements-extra.txt installed on top.
 ensure_python() {
   if [ -n "${VIRTUAL_ENV:-}" ] && python -c "import torch" 2>/dev/null; then
     PYTHON="$(command -v python)"
@@ -48,6 +49,14 @@ ensure_python() {
       "$venv/bin/pip" install -q --upgrade pip
       "$venv/bin/pip" install -q -r "$REPO/requirements.txt"
       touch "$venv/.complete"
+    fi
+    # The extra layer, keyed by its own hash (requirements-extra.txt says why).
+    local extra
+    extra="$(sha256sum "$REPO/requirements-extra.txt" | cut -c1-12)"
+    if [ ! -f "$venv/.extra-$extra" ]; then
+      log "installing requirements-extra.txt into $venv"
+      "$venv/bin/pip" install -q -r "$REPO/requirements-extra.txt"
+      touch "$venv/.extra-$extra"
     fi
     PYTHON="$venv/bin/python"
   fi
