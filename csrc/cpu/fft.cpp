@@ -38,7 +38,7 @@ int64_t next_pow2(int64_t n) {
 
 template <class R>
 LaneFft<R>::LaneFft(int64_t n)
-    : n_(n), block_bytes_(fft_block_bytes()), wr_(n > 0 ? n : 0), wi_(n > 0 ? n : 0), rev_(n > 0 ? n : 0) {
+    : n_(n), block_bytes_(fft_block_bytes()), wr_(n > 0 ? n : 0), wi_(n > 0 ? n : 0), rev_(n > 0 ? n : 0), freq_(n > 0 ? n : 0) {
   if (n < 1) throw std::invalid_argument("LaneFft: size must be >= 1");
   int64_t rest = n;
   int c2 = 0, c3 = 0, c5 = 0;
@@ -76,6 +76,7 @@ LaneFft<R>::LaneFft(int64_t n)
       row += (r == 4 ? kPerm4[d] : d) * (block_[s] / r);
     }
     rev_[k] = int32_t(row);
+    freq_[row] = int32_t(k);
   }
 }
 
@@ -455,6 +456,37 @@ void LaneFft<R>::inverse_truncated(R* re, R* im, int64_t lanes) const {
   if (n_ % 4) throw std::invalid_argument("LaneFft::inverse_truncated: 4 must divide the size");
   for (int64_t part = 0; part < 4; ++part)
     inverse_block(re + part * (n_ / 4) * lanes, im + part * (n_ / 4) * lanes, lanes, 1);
+  dit4_lower_only(re, im, lanes);
+}
+
+// Passes [stage, end) forward, the product, the same passes back, on one
+// block of rows starting at row0; depth first like forward_block.
+template <class R>
+void LaneFft<R>::convolve_block(R* re, R* im, int64_t lanes, int stage, int64_t row0, RowProduct product,
+                                void* ctx) const {
+  const int passes = int(radix_.size());
+  const int64_t m = stage < passes ? block_[stage] : 1;
+  if (stage + 1 < passes && m * lanes * 2 * int64_t(sizeof(R)) > block_bytes_) {
+    dif_pass(stage, re, im, lanes, 1);
+    const int64_t sub = m / radix_[stage];
+    for (int64_t part = 0; part < radix_[stage]; ++part)
+      convolve_block(re + part * sub * lanes, im + part * sub * lanes, lanes, stage + 1, row0 + part * sub, product,
+                     ctx);
+    dit_pass(stage, re, im, lanes, 1);
+    return;
+  }
+  for (int s = stage; s < passes; ++s) dif_pass(s, re, im, lanes, m / block_[s]);
+  product(ctx, row0, row0 + m);
+  for (int s = passes - 1; s >= stage; --s) dit_pass(s, re, im, lanes, m / block_[s]);
+}
+
+template <class R>
+void LaneFft<R>::convolve_padded(R* re, R* im, int64_t lanes, RowProduct product, void* ctx) const {
+  if (n_ % 4) throw std::invalid_argument("LaneFft::convolve_padded: 4 must divide the size");
+  dif4_upper_zero(re, im, lanes);
+  const int64_t q = n_ / 4;
+  for (int64_t part = 0; part < 4; ++part)
+    convolve_block(re + part * q * lanes, im + part * q * lanes, lanes, 1, part * q, product, ctx);
   dit4_lower_only(re, im, lanes);
 }
 

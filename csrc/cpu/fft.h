@@ -33,6 +33,7 @@ class LaneFft {
 
   int64_t size() const { return n_; }
   int64_t row_of(int64_t k) const { return rev_[k]; }
+  int64_t freq_of(int64_t row) const { return freq_[row]; }  // the inverse of row_of
 
   void forward(R* re, R* im, int64_t lanes) const;  // exp(-2 pi i jk/n)
   void inverse(R* re, R* im, int64_t lanes) const;  // exp(+2 pi i jk/n)
@@ -44,7 +45,17 @@ class LaneFft {
   void forward_padded(R* re, R* im, int64_t lanes) const;
   void inverse_truncated(R* re, R* im, int64_t lanes) const;
 
+  // forward_padded, product(ctx, row_begin, row_end) on consecutive row
+  // ranges that together cover [0, n), then inverse_truncated, ordered so
+  // that each range is multiplied and transformed back while it is still in
+  // cache: for a transform larger than the cache, one sweep over memory
+  // fewer than the three calls, and no product in digit-reversed order over
+  // the whole buffer. The results are bitwise those of the three calls.
+  using RowProduct = void (*)(void* ctx, int64_t row_begin, int64_t row_end);
+  void convolve_padded(R* re, R* im, int64_t lanes, RowProduct product, void* ctx) const;
+
  private:
+  void convolve_block(R* re, R* im, int64_t lanes, int stage, int64_t row0, RowProduct product, void* ctx) const;
   void forward_block(R* re, R* im, int64_t lanes, int stage) const;
   void inverse_block(R* re, R* im, int64_t lanes, int stage) const;
   void dif_pass(int stage, R* re, R* im, int64_t lanes, int64_t blocks) const;
@@ -64,6 +75,7 @@ class LaneFft {
   std::vector<int64_t> block_;  // block size pass s works on (block_[0] = n)
   std::vector<R> wr_, wi_;      // exp(-2 pi i j/n), j < n
   std::vector<int32_t> rev_;    // row of frequency k
+  std::vector<int32_t> freq_;   // frequency in row r
 };
 
 // Smallest power of two >= n (n >= 1).

@@ -27,7 +27,8 @@ int64_t causal_fft_size(int64_t L);
 // The size in bytes below which LaneFft runs a block's remaining passes
 // breadth first (larger blocks recurse depth first, one pass at a time).
 // Only the order of the passes over memory depends on it, never a result.
-// TMM_CPU_FFT_BLOCK_BYTES (read on every call) overrides the default.
+// The default is half the core's L2 cache (256 KiB where the system does not
+// report it); TMM_CPU_FFT_BLOCK_BYTES (read on every call) overrides it.
 int64_t fft_block_bytes();
 
 }  // namespace tmm::cpu

@@ -51,6 +51,14 @@ void for_each_pair(const LaneFft<R>& fft, F&& f) {
   for (int64_t k = 0; k <= n / 2; ++k) f(k, fft.row_of(k), fft.row_of(k == 0 ? 0 : n - k));
 }
 
+// fft.convolve_padded on a tile's buffer with a callable product(lo, hi)
+// over row ranges.
+template <class R, class Buffer, class F>
+void convolve_padded(const LaneFft<R>& fft, Buffer& buf, F& product) {
+  fft.convolve_padded(buf.re.data(), buf.im.data(), kLanes,
+                      [](void* f, int64_t lo, int64_t hi) { (*static_cast<F*>(f))(lo, hi); }, &product);
+}
+
 // A tile's transform buffer: n rows of kLanes complex values.
 template <class R>
 struct TileBuffer {
@@ -116,6 +124,17 @@ struct WeightSpectra {
   std::vector<R> re, im;
   const R* re_at(int64_t i, int64_t k) const { return re.data() + (i * half + k) * G; }
   const R* im_at(int64_t i, int64_t k) const { return im.data() + (i * half + k) * G; }
+
+  // Group g's spectrum of tap 0 times `scale` in the row that holds
+  // frequency k of an n-point transform: W[k] up to n/2, conj W[n-k] above
+  // (the weight is real), with no imaginary part at 0 and n/2.
+  void at_frequency(int64_t k, int64_t n, int64_t g, R scale, R& wr, R& wi) const {
+    const bool upper = 2 * k > n;
+    const int64_t f = upper ? n - k : k;
+    wr = re_at(0, f)[g] * scale;
+    wi = f == 0 || 2 * f == n ? R(0) : im_at(0, f)[g] * scale;
+    if (upper) wi = -wi;
+  }
 };
 
 template <class T, class R>
@@ -154,6 +173,65 @@ WeightSpectra<R> weight_spectra(const T* w, const int64_t* ws, const ToeplitzSha
     }
   });
   return out;
+}
+
+// The spectra of the groups that own a uniform tile (one spectrum for all
+// its outputs), laid out in the transform's row order: tap 0, times `scale`,
+// conjugated for grad_x. The product between the transforms then streams
+// them beside the rows (convolve_padded) instead of looking W[k] up at
+// scattered frequencies, and vectorises over lanes.
+template <class R>
+struct RowSpectra {
+  int64_t n = 0;
+  std::vector<int64_t> slot;  // per group; -1 where no tile is uniform over it
+  std::vector<R> re, im;      // [slot][row]
+  const R* re_of(int64_t g) const { return re.data() + slot[g] * n; }
+  const R* im_of(int64_t g) const { return im.data() + slot[g] * n; }
+};
+
+template <class R>
+RowSpectra<R> row_spectra(const WeightSpectra<R>& W, const LaneFft<R>& fft, const ToeplitzShape& s,
+                          const ChannelTiles& tiles, R scale, bool conj) {
+  RowSpectra<R> out;
+  out.n = fft.size();
+  out.slot.assign(s.G, -1);
+  int64_t used = 0;
+  for (int64_t t = 0; t < tiles.count; ++t) {
+    const TileColumns cols(s, tiles, t);
+    if (cols.group_hi >= 0 && cols.uniform(s.K) && out.slot[cols.group_lo] < 0) out.slot[cols.group_lo] = used++;
+  }
+  out.re.resize(used * out.n);
+  out.im.resize(used * out.n);
+  for (int64_t g = 0; g < s.G; ++g) {
+    if (out.slot[g] < 0) continue;
+    R* re = out.re.data() + out.slot[g] * out.n;
+    R* im = out.im.data() + out.slot[g] * out.n;
+    for (int64_t row = 0; row < out.n; ++row) {
+      W.at_frequency(fft.freq_of(row), out.n, g, scale, re[row], im[row]);
+      if (conj) im[row] = -im[row];
+    }
+  }
+  return out;
+}
+
+// y = w z in rows [lo, hi), w a row spectrum (RowSpectra), z and y a tile's
+// rows (y may be z).
+template <class R>
+void multiply_rows(const R* __restrict wr, const R* __restrict wi, const TileBuffer<R>& z, TileBuffer<R>& y,
+                   int64_t lo, int64_t hi) {
+  for (int64_t row = lo; row < hi; ++row) {
+    const R a = wr[row], b = wi[row];
+    const R* zr = z.re.data() + row * kLanes;
+    const R* zi = z.im.data() + row * kLanes;
+    R* yr = y.re.data() + row * kLanes;
+    R* yi = y.im.data() + row * kLanes;
+#pragma GCC ivdep
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const R cr = zr[j], ci = zi[j];
+      yr[j] = cr * a - ci * b;
+      yi[j] = cr * b + ci * a;
+    }
+  }
 }
 
 // Per-tile coefficients that make the general product branch-free.

@@ -64,6 +64,7 @@ struct Backward {
   const ToeplitzShape& s;
   const LaneFft<R>& fft;
   const WeightSpectra<R>& W;  // empty without grad_x
+  const RowSpectra<R>& Wrows;  // conj(W) of the uniform tiles' groups, in row order
   const ChannelTiles& tiles;
   int64_t half;
   R scale;  // 1/n
@@ -79,50 +80,60 @@ struct TileWork {
   bool uniform;  // one spectrum for all owned outputs (K = 1, one group)
   TileBuffer<R>& xb;  // x's transform, then grad_x's
   TileBuffer<R>& gb;  // grad_y's transform
-  // grad_weight per lane over the item's batch: [k][lane] for uniform tiles
-  // (packed), [i][k][column] otherwise.
+  // grad_weight per lane over the item's batch: [row][lane] for uniform
+  // tiles (packed, rows of the transform), [i][k][column] otherwise.
   std::vector<R>& lane_re;
   std::vector<R>& lane_im;
 };
 
-// Stage 2, uniform tiles, on the packed lanes:
-//   sum_c GY_c conj(X_c) = (Zg[k] conj Zx[k] + conj Zg[n-k] Zx[n-k]) / 2
-//   GX = conj(W) Zg at k and W Zg at n-k (conj W[n-k] = W[k]).
+// Stage 2, uniform tiles, on the packed lanes, row by row (a row holds
+// frequency k = fft.freq_of(row)):
+//   grad_weight's lanes  A[row] += Zg conj Zx, folded into frequencies in
+//                        stage 3: sum_c GY_c conj(X_c) = (A[k] + conj A[n-k]) / 2
+//   GX = conj(W) Zg      (in the rows above n/2 conj W[n-k] = W[k])
+// GX's product runs between its transforms (convolve_padded).
 template <class T, class R>
-void uniform_products(const Backward<T, R>& c, TileWork<R>& w) {
-  for_each_pair(c.fft, [&](int64_t k, int64_t pr, int64_t qr) {
-    const R* __restrict gpr = w.gb.re.data() + pr * kLanes;
-    const R* __restrict gpi = w.gb.im.data() + pr * kLanes;
-    const R* __restrict gqr = w.gb.re.data() + qr * kLanes;
-    const R* __restrict gqi = w.gb.im.data() + qr * kLanes;
-    R* __restrict xpr = w.xb.re.data() + pr * kLanes;
-    R* __restrict xpi = w.xb.im.data() + pr * kLanes;
-    R* __restrict xqr = w.xb.re.data() + qr * kLanes;
-    R* __restrict xqi = w.xb.im.data() + qr * kLanes;
-    if (c.want_gw) {
-      R* __restrict lr = w.lane_re.data() + k * kLanes;
-      R* __restrict li = w.lane_im.data() + k * kLanes;
+void uniform_batch_entry(const Backward<T, R>& c, int64_t b, TileWork<R>& w) {
+  const int64_t n = c.fft.size();
+  auto grad_weight_rows = [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const R* __restrict gr = w.gb.re.data() + row * kLanes;
+      const R* __restrict gi = w.gb.im.data() + row * kLanes;
+      const R* __restrict xr = w.xb.re.data() + row * kLanes;
+      const R* __restrict xi = w.xb.im.data() + row * kLanes;
+      R* __restrict ar = w.lane_re.data() + row * kLanes;
+      R* __restrict ai = w.lane_im.data() + row * kLanes;
 #pragma GCC ivdep
       for (int64_t j = 0; j < kLanes; ++j) {
-        lr[j] += R(0.5) * (gpr[j] * xpr[j] + gpi[j] * xpi[j] + gqr[j] * xqr[j] + gqi[j] * xqi[j]);
-        li[j] += R(0.5) * (gpi[j] * xpr[j] - gpr[j] * xpi[j] + gqr[j] * xqi[j] - gqi[j] * xqr[j]);
+        ar[j] += gr[j] * xr[j] + gi[j] * xi[j];
+        ai[j] += gi[j] * xr[j] - gr[j] * xi[j];
       }
     }
-    if (c.want_gx) {
-      const R wr = c.W.re_at(0, k)[w.cols.group_lo] * c.scale;
-      const R wi = pr == qr ? R(0) : c.W.im_at(0, k)[w.cols.group_lo] * c.scale;
-#pragma GCC ivdep
-      for (int64_t j = 0; j < kLanes; ++j) {
-        xpr[j] = gpr[j] * wr + gpi[j] * wi;
-        xpi[j] = gpi[j] * wr - gpr[j] * wi;
-      }
-#pragma GCC ivdep
-      for (int64_t j = 0; j < kLanes; ++j) {
-        xqr[j] = gqr[j] * wr - gqi[j] * wi;
-        xqi[j] = gqr[j] * wi + gqi[j] * wr;
-      }
-    }
-  });
+  };
+  auto grad_x_rows = [&](TileBuffer<R>& out, int64_t lo, int64_t hi) {  // out may be gb
+    multiply_rows(c.Wrows.re_of(w.cols.group_lo), c.Wrows.im_of(w.cols.group_lo), w.gb, out, lo, hi);
+  };
+  if (!c.want_gw) {  // grad_x only: gb transformed, multiplied and back in place
+    auto product = [&](int64_t lo, int64_t hi) { grad_x_rows(w.gb, lo, hi); };
+    convolve_padded(c.fft, w.gb, product);
+    store_columns(c.p.grad_x, c.s, b, w.c0, std::max<int64_t>(0, -w.c0), std::min(c.tiles.step, c.s.C - w.c0), w.gb,
+                  [](int64_t, int64_t) { return R(0); });
+    return;
+  }
+  c.fft.forward_padded(w.gb.re.data(), w.gb.im.data(), kLanes);
+  w.xb.load(c.p.x, c.p.x_stride, b, c.s, w.c0);
+  if (!c.want_gx) {
+    c.fft.forward_padded(w.xb.re.data(), w.xb.im.data(), kLanes);
+    grad_weight_rows(0, n);
+    return;
+  }
+  auto product = [&](int64_t lo, int64_t hi) {  // x's spectrum read, then replaced by grad_x's
+    grad_weight_rows(lo, hi);
+    grad_x_rows(w.xb, lo, hi);
+  };
+  convolve_padded(c.fft, w.xb, product);
+  store_columns(c.p.grad_x, c.s, b, w.c0, std::max<int64_t>(0, -w.c0), std::min(c.tiles.step, c.s.C - w.c0), w.xb,
+                [](int64_t, int64_t) { return R(0); });
 }
 
 // Stage 2, other tiles: the spectra separated per column, the K taps with
@@ -166,15 +177,13 @@ template <class T, class R>
 void backward_batch_entry(const Backward<T, R>& c, int64_t b, TileWork<R>& w) {
   const ToeplitzShape& s = c.s;
   w.gb.load(c.p.grad_y, c.p.gy_stride, b, s, w.c0);
+  if (w.uniform) return uniform_batch_entry(c, b, w);
   c.fft.forward_padded(w.gb.re.data(), w.gb.im.data(), kLanes);
   if (c.want_gw) {
     w.xb.load(c.p.x, c.p.x_stride, b, s, w.c0);
     c.fft.forward_padded(w.xb.re.data(), w.xb.im.data(), kLanes);
   }
-  if (w.uniform)
-    uniform_products(c, w);
-  else
-    general_products(c, w);
+  general_products(c, w);
   if (!c.want_gx) return;
   c.fft.inverse_truncated(w.xb.re.data(), w.xb.im.data(), kLanes);
   store_columns(c.p.grad_x, s, b, w.c0, std::max<int64_t>(0, -w.c0), std::min(c.tiles.step, s.C - w.c0), w.xb,
@@ -184,16 +193,16 @@ void backward_batch_entry(const Backward<T, R>& c, int64_t b, TileWork<R>& w) {
 // Stage 3: the lanes into the item's per-(group, tap) spectra, in order.
 template <class T, class R>
 void reduce_lanes(const Backward<T, R>& c, const TileWork<R>& w, R* __restrict are, R* __restrict aim) {
-  if (w.uniform) {
-    for (int64_t k = 0; k < c.half; ++k) {
+  if (w.uniform) {  // rows p, q of frequencies k, n-k (p = q at 0 and n/2)
+    for_each_pair(c.fft, [&](int64_t k, int64_t p, int64_t q) {
       R sr = 0, si = 0;
       for (int64_t j = 0; j < kLanes; ++j) {
-        sr += w.lane_re[k * kLanes + j];
-        si += w.lane_im[k * kLanes + j];
+        sr += R(0.5) * (w.lane_re[p * kLanes + j] + w.lane_re[q * kLanes + j]);
+        si += R(0.5) * (w.lane_im[p * kLanes + j] - w.lane_im[q * kLanes + j]);
       }
       are[k] = sr;
       aim[k] = si;
-    }
+    });
     return;
   }
   for (int64_t i = 0; i < c.s.K; ++i) {
@@ -218,7 +227,7 @@ void backward_item(const Backward<T, R>& c, const BackwardItems& items, int64_t 
   const TileCoefs<R> coef(c.s, c.tiles, cols);
   TileWork<R> w{cols, coef, c.tiles.first(t), cols.uniform(c.s.K), xb, gb, lane_re, lane_im};
   if (c.want_gw) {
-    lane_re.assign((w.uniform ? kLanes : c.s.K * kCols) * c.half, R(0));
+    lane_re.assign(w.uniform ? kLanes * c.fft.size() : c.s.K * kCols * c.half, R(0));
     lane_im.assign(lane_re.size(), R(0));
   }
   for (int64_t b = items.batch_begin(it); b < items.batch_end(it, c.s.B); ++b) backward_batch_entry(c, b, w);
@@ -283,7 +292,9 @@ void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor
   const bool want_gx = p.grad_x != nullptr, want_gw = p.grad_weight != nullptr;
   const WeightSpectra<R> W = want_gx ? weight_spectra(p.weight, p.w_stride, s, fft, pf) : WeightSpectra<R>{};
   const ChannelTiles tiles(s, kCols);
-  const Backward<T, R> c{p, s, fft, W, tiles, fft.size() / 2 + 1, R(1) / R(fft.size()), want_gx, want_gw};
+  const R scale = R(1) / R(fft.size());
+  const RowSpectra<R> Wrows = want_gx ? row_spectra(W, fft, s, tiles, scale, true) : RowSpectra<R>{};
+  const Backward<T, R> c{p, s, fft, W, Wrows, tiles, fft.size() / 2 + 1, scale, want_gx, want_gw};
   const BackwardItems items(s, tiles);
   GradWeightPartials<R> partials(s, tiles, items, c.half, want_gw);
   pf(items.count, [&](int64_t begin, int64_t end) {

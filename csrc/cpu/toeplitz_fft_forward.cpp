@@ -21,6 +21,7 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
   const ChannelTiles tiles(s, kCols);
   const int64_t h = tiles.halo;
   const R scale = R(1) / R(n);
+  const RowSpectra<R> Wrows = row_spectra(W, fft, s, tiles, scale, false);
 
   pf(s.B * tiles.count, [&](int64_t begin, int64_t end) {
     TileBuffer<R> buf(n);
@@ -32,48 +33,34 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
       const TileCoefs<R> coef(s, tiles, cols);
       const int64_t c0 = tiles.first(t);
       buf.load(p.x, p.x_stride, b, s, c0);
-      fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
       if (cols.uniform(s.K)) {
-        for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
-          const R wr = W.re_at(0, k)[cols.group_lo] * scale;
-          const R wi = pr == qr ? R(0) : W.im_at(0, k)[cols.group_lo] * scale;
-          R* __restrict zpr = buf.re.data() + pr * kLanes;
-          R* __restrict zpi = buf.im.data() + pr * kLanes;
-          R* __restrict zqr = buf.re.data() + qr * kLanes;
-          R* __restrict zqi = buf.im.data() + qr * kLanes;
-#pragma GCC ivdep
-          for (int64_t j = 0; j < kLanes; ++j) {  // W Z at k
-            const R zr = zpr[j], zi = zpi[j];
-            zpr[j] = zr * wr - zi * wi;
-            zpi[j] = zr * wi + zi * wr;
-          }
-          if (pr == qr) return;
-#pragma GCC ivdep
-          for (int64_t j = 0; j < kLanes; ++j) {  // conj(W) Z at n-k
-            const R zr = zqr[j], zi = zqi[j];
-            zqr[j] = zr * wr + zi * wi;
-            zqi[j] = zi * wr - zr * wi;
-          }
-        });
-      } else if (coef.per_channel) {
-        for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
-          per_channel_product<false>(W.re_at(0, k) + c0, W.im_at(0, k) + c0, scale, pr, qr, buf, buf);
-        });
+        // Y = W Z row by row, between the transforms (convolve_padded).
+        const R* wr = Wrows.re_of(cols.group_lo);
+        const R* wi = Wrows.im_of(cols.group_lo);
+        auto product = [&](int64_t lo, int64_t hi) { multiply_rows(wr, wi, buf, buf, lo, hi); };
+        convolve_padded(fft, buf, product);
       } else {
-        for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
-          buf.separate(pr, qr, xr, xi);
-          std::fill(yr, yr + kCols, R(0));
-          std::fill(yi, yi + kCols, R(0));
-          for (int64_t i = 0; i < s.K; ++i)
-            multiply_accumulate<false>(W, coef, i, k, coef.tap_mask[i], h, kCols, i - h, xr, xi, yr, yi);
-          for (int64_t m = 0; m < kCols; ++m) {
-            yr[m] *= scale;
-            yi[m] *= scale;
-          }
-          buf.recombine(pr, qr, yr, yi);
-        });
+        fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
+        if (coef.per_channel) {
+          for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
+            per_channel_product<false>(W.re_at(0, k) + c0, W.im_at(0, k) + c0, scale, pr, qr, buf, buf);
+          });
+        } else {
+          for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
+            buf.separate(pr, qr, xr, xi);
+            std::fill(yr, yr + kCols, R(0));
+            std::fill(yi, yi + kCols, R(0));
+            for (int64_t i = 0; i < s.K; ++i)
+              multiply_accumulate<false>(W, coef, i, k, coef.tap_mask[i], h, kCols, i - h, xr, xi, yr, yi);
+            for (int64_t m = 0; m < kCols; ++m) {
+              yr[m] *= scale;
+              yi[m] *= scale;
+            }
+            buf.recombine(pr, qr, yr, yi);
+          });
+        }
+        fft.inverse_truncated(buf.re.data(), buf.im.data(), kLanes);
       }
-      fft.inverse_truncated(buf.re.data(), buf.im.data(), kLanes);
       const int64_t m_lo = std::max(h, -c0), m_hi = std::min(kCols, s.C - c0);
       if (p.bias) {
         store_columns(p.y, s, b, c0, m_lo, m_hi, buf, [&](int64_t m, int64_t tt) {

@@ -95,3 +95,27 @@ def test_mixed_sizes_are_thread_count_independent(L, restore_threads):
             results.append((op(x, w, b),) + tuple(op_bwd(gy, x, w, [True, True, True])))
     for name, r1, r2 in zip(("y", "grad_x", "grad_weight", "grad_bias"), *results):
         assert torch.equal(r1, r2), f"{name} differs between 1 and 2 threads at L={L}"
+
+
+@pytest.mark.parametrize("L", [1025, 2048])
+def test_block_size_changes_no_result(L, monkeypatch):
+    """The recursion into blocks (LaneFft's forward, inverse and the fused
+    convolve_padded) at a block size small enough to recurse several levels:
+    float64 against the reference, float32 bitwise equal to the default
+    block size, for every layout (the fused row product of uniform tiles,
+    the pair products of the others)."""
+    with tmm.ops.path("fft"):
+        for G, K in LAYOUTS:
+            x, w, b, gy = make_inputs(2, L, 40, G, K, L, dtype=torch.float64, seed=L + G)
+            monkeypatch.setenv("TMM_CPU_FFT_BLOCK_BYTES", "2048")
+            check(x, w, b, gy, torch.float64, f"blocks of 2 KiB L={L} G={G} K={K}")
+            x, w, b, gy = (t.float() for t in (x, w, b, gy))
+            results = []
+            for block in ("2048", None):
+                if block is None:
+                    monkeypatch.delenv("TMM_CPU_FFT_BLOCK_BYTES")
+                else:
+                    monkeypatch.setenv("TMM_CPU_FFT_BLOCK_BYTES", block)
+                results.append((op(x, w, b),) + tuple(op_bwd(gy, x, w, [True, True, True])))
+            for name, r1, r2 in zip(("y", "grad_x", "grad_weight", "grad_bias"), *results):
+                assert torch.equal(r1, r2), f"{name} depends on the block size at L={L} G={G} K={K}"
