@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tmm import tables
 from tmm.bench import memory, ops, provenance, report, timing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,9 +57,9 @@ def test_provenance_says_where(tmp_path):
 
 
 def test_markdown_table_alignment():
-    text = report.markdown_table(["a", "b", "c"], [[1, 2, 3]], left=1)
+    text = tables.markdown_table(["a", "b", "c"], [[1, 2, 3]], left=1)
     assert text == "| a | b | c |\n|---|---:|---:|\n| 1 | 2 | 3 |"
-    assert report.markdown_table(["a", "b"], [], align="rl").splitlines()[1] == "|---:|---|"
+    assert tables.markdown_table(["a", "b"], [], align="rl").splitlines()[1] == "|---:|---|"
 
 
 def test_live_json_is_readable_after_every_change(tmp_path):

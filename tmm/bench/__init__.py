@@ -4,7 +4,7 @@ and those drivers (the scripts in scripts/ are command lines over them):
   timing      the one timing loop (CPU perf_counter, CUDA events, warm-up, budget)
   memory      peak memory of a call (torch's allocator, resident set)
   provenance  machine, versions, load, and the git revision of a checkout the caller names
-  report      results folders, markdown tables, JSON written atomically (LiveJson), plots
+  report      results folders, a JSON document kept on disk as it grows (LiveJson), plots
   ops, ops_report   the operator benchmark (scripts/bench_ops.py)
   crossover   the CPU direct/FFT crossover (scripts/bench_crossover.py)
   decode      the decoding benchmark (scripts/bench_decode.py)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Optional
 
 from tmm import train_checkpoints
+from tmm.tables import markdown_table
 
 from .models import lm_models
 from .report import UNTESTED, ClaimResult, Verdict, all_of, mean_range, pooled_table, plot_curves
@@ -125,8 +126,8 @@ def run(suite) -> ClaimResult:
     if suite.dry_run:
         return c
     all_lrs = sorted({lr for runs in grids.values() for lr in runs})
-    sweep_rows = ["| model | " + " | ".join(f"lr {lr:g}" for lr in all_lrs) + " | chosen | bracketed |",
-                  "|---" * (len(all_lrs) + 3) + "|"]
+    sweep_head = ["model", *(f"lr {lr:g}" for lr in all_lrs), "chosen", "bracketed"]
+    sweep_rows = []
     for spec in specs:
         runs, cells = grids[spec.label], []
         for lr in all_lrs:
@@ -134,11 +135,10 @@ def run(suite) -> ClaimResult:
             cells.append("-" if r is None else ("diverged" if r.status == "diverged" else f"{r.final_bpb:.3f}"))
         best = chosen.get(spec.label)
         inside = "-" if best is None else ("yes" if min(runs) < best < max(runs) else "no (at an edge)")
-        sweep_rows.append(f"| {spec.label} | " + " | ".join(cells) + f" | {best if best is not None else '-'} | "
-                          f"{inside} |")
+        sweep_rows.append([spec.label, *cells, best if best is not None else "-", inside])
     c.tables.append((f"Sweep: final eval bits per byte after {s.lm_sweep_steps} steps (seed 0; each model's grid "
                      f"grown past an edge where its best lay, at most {MAX_EXTENSIONS} times per side; '-': not "
-                     f"in that model's grid):", "\n".join(sweep_rows)))
+                     f"in that model's grid):", markdown_table(sweep_head, sweep_rows, left=len(sweep_head))))
     pooled = {}
     for label, jobs in long_jobs.items():
         pooled.update(over_seeds(jobs))

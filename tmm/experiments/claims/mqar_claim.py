@@ -41,6 +41,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from tmm.tables import markdown_table
+
 from .models import ModelSpec, copy_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, plot_curves
 from .results import Pooled
@@ -143,8 +145,8 @@ def run(suite) -> ClaimResult:
 
 
 def sweep_table(specs, sweep, best, lrs) -> str:
-    rows = ["| model | params | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best | best lr |",
-            "|---" * (len(lrs) + 4) + "|"]
+    head = ["model", "params", *(f"lr {lr:g}" for lr in lrs), "best", "best lr"]
+    rows = []
     for spec in specs:
         cells, params = [], "-"
         for lr in lrs:
@@ -153,9 +155,8 @@ def sweep_table(specs, sweep, best, lrs) -> str:
                 params = f"{r.params:,}"
             cells.append("-" if r is None else "diverged" if r.status == "diverged" else _f(r.final_acc))
         acc, lr = best.get(spec.label, (None, None))
-        rows.append(f"| {spec.label} | {params} | " + " | ".join(cells)
-                    + f" | {_f(acc)} | {'-' if lr is None else f'{lr:g}'} |")
-    return "\n".join(rows)
+        rows.append([spec.label, params, *cells, _f(acc), "-" if lr is None else f"{lr:g}"])
+    return markdown_table(head, rows, left=len(head))
 
 
 def at_best_lr(sweep, best) -> dict:

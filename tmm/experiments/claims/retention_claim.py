@@ -37,6 +37,8 @@ rival did not run and TMM is above every one that did.
 """
 from __future__ import annotations
 
+from tmm.tables import markdown_table
+
 from ..retention import RetentionSettings
 from . import lm_claim
 from .models import lm_models
@@ -98,15 +100,14 @@ def run(suite) -> ClaimResult:
             if summary is None:
                 continue
             rows = summary["table"]
-            header = ("| model | bits recovered | token acc | eval loss | decoder steps | LM eval bpb |\n"
-                      "|---|---|---|---|---|---|")
-            body = [f"| {r['arch']} | {_f(r.get('bits_recovered'), 2)} | {_f(r['token_acc'])} | {_f(r['eval_loss'])} "
-                    f"| {r.get('steps') or '-'}{' (levelled off)' if r.get('levelled') else ''} "
-                    f"| {_f(r['lm_eval_bpb'])} |" for r in rows]
+            head = ["model", "bits recovered", "token acc", "eval loss", "decoder steps", "LM eval bpb"]
+            body = [[r["arch"], _f(r.get("bits_recovered"), 2), _f(r["token_acc"]), _f(r["eval_loss"]),
+                     f"{r.get('steps') or '-'}{' (levelled off)' if r.get('levelled') else ''}", _f(r["lm_eval_bpb"])]
+                    for r in rows]
             source = ("random tokens" if mode == "capacity" else
                       "corpus, encoders from claim 1's checkpoints" if settings.encoder else
                       "corpus, encoders pretrained here")
-            c.tables.append((f"Harness `{name}`, {mode} ({source}):", "\n".join([header] + body)))
+            c.tables.append((f"Harness `{name}`, {mode} ({source}):", markdown_table(head, body, left=len(head))))
             c.verdicts += verdicts(rows, name, modes=[mode], random_source=(mode == "capacity"))
             for png in ("retention_loss_by_position.png", "retention_by_position.png"):
                 if (suite.root / job_path(name, mode) / png).is_file():
