@@ -23,7 +23,7 @@ import torch
 _NATIVE = ("io", "models", "nn", "ops", "text", "_C", "__version__", "with_cuda")
 # Imported on first attribute access (PEP 562): their dependencies load only when used.
 _LAZY = ("analysis", "bench", "data", "distill", "eval", "experiments", "files", "hf", "peak_memory", "progress",
-         "tasks", "testing", "train", "train_checkpoints")
+         "tables", "tasks", "testing", "train", "train_checkpoints")
 
 
 def _missing(error):
