@@ -62,9 +62,9 @@ import tmm.models
 import tmm.tasks
 from tmm import train_checkpoints
 from tmm.bench import provenance
+from tmm.bench.memory import PeakMemory
 from tmm.bench.report import NO_PLOTS, fresh_folder
 from tmm.files import atomic_write_json, atomic_write_text
-from tmm.peak_memory import PeakMemory
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
 from . import budget, distributed, operator_index

@@ -122,7 +122,7 @@ def run(suite) -> ClaimResult:
         f"({tokens:,} tokens per model) at each model's best lr, seeds {', '.join(map(str, s.lm_seeds))}; each "
         f"evaluation over {s.lm_eval_batches} held-out batches "
         f"({s.lm_eval_batches * s.lm_batch_size * s.lm_seq_len:,} tokens). Peak train memory: the resident-set (CPU) or allocator (CUDA) peak above the memory in use "
-        f"before the run (tmm.peak_memory)."))
+        f"before the run (tmm.bench.memory)."))
     if suite.dry_run:
         return c
     all_lrs = sorted({lr for runs in grids.values() for lr in runs})
