@@ -36,6 +36,7 @@ from typing import Optional
 from tmm import train_checkpoints
 from tmm.tables import markdown_table
 
+from ..formatting import fmt_num
 from .models import lm_models
 from .report import UNTESTED, ClaimResult, Verdict, all_of, mean_range, pooled_table, plot_curves
 from .results import over_seeds, value_at
@@ -148,8 +149,8 @@ def run(suite) -> ClaimResult:
             ("final eval loss", lambda p: mean_range(p, "final_eval_loss")),
             ("peak train memory MiB", lambda p: mean_range(p, "peak_mem_mib", nd=0))]
     if matched:
-        cols += [(f"bpb at {matched:.3g} FLOPs (matched)", lambda p: _fmt(bpb_at(p, matched))),
-                 (f"bpb at {matched / 2:.3g} FLOPs (half)", lambda p: _fmt(bpb_at(p, matched / 2)))]
+        cols += [(f"bpb at {matched:.3g} FLOPs (matched)", lambda p: fmt_num(bpb_at(p, matched))),
+                 (f"bpb at {matched / 2:.3g} FLOPs (half)", lambda p: fmt_num(bpb_at(p, matched / 2)))]
     c.tables.append((f"Long runs (mean [range] over {len(s.lm_seeds)} seeds):", pooled_table(pooled, cols)))
     c.verdicts += verdicts(pooled)
     path = "lm/lm_bpb.png"
@@ -170,10 +171,6 @@ def bpb_at(p, flops) -> Optional[float]:
     return sum(vals) / len(vals) if vals else None
 
 
-def _fmt(x):
-    return "-" if x is None else f"{x:.3f}"
-
-
 def verdicts(pooled: dict) -> list:
     """The two rules of the module docstring on the long runs (label -> Pooled)."""
     equal = "TMM reaches equal or lower eval loss at matched compute"
@@ -187,8 +184,8 @@ def verdicts(pooled: dict) -> list:
             (faster, matched / 2, LINEAR, lambda mine, v: mine < v - TOLERANCE_BPB)):
         mine = bpb_at(tmm, flops)
         others = {label: bpb_at(pooled[label], flops) if label in pooled else None for label in rivals}
-        ev = f"bpb at {flops:.3g} FLOPs: tmm {_fmt(mine)}, " + ", ".join(f"{k} {_fmt(v)}" for k, v in others.items()) \
-            + f" (tolerance {TOLERANCE_BPB} bpb)"
+        ev = (f"bpb at {flops:.3g} FLOPs: tmm {fmt_num(mine)}, "
+              + ", ".join(f"{k} {fmt_num(v)}" for k, v in others.items()) + f" (tolerance {TOLERANCE_BPB} bpb)")
         if mine is None:
             out.append(Verdict(claim, UNTESTED, ev))
             continue
