@@ -1,6 +1,7 @@
-"""tmm.bench: the timing loop, the memory probes, provenance, the report
-writers, and the operator benchmark on a tiny grid (counts and files, not
-speed: timings are the benchmark scripts' business)."""
+"""tmm.bench: the timing loop, the memory probes (of a call and of a block),
+provenance, the report writers, and the operator benchmark on a tiny grid
+(counts and files, not speed: timings are the benchmark scripts' business);
+and tmm.tables' markdown table."""
 import json
 import time
 from pathlib import Path
