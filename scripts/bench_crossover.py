@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tmm  # noqa: E402
 from tmm.bench import crossover  # noqa: E402
-from tmm.bench.report import write_json, write_text  # noqa: E402
+from tmm.files import atomic_write_json, atomic_write_text  # noqa: E402
 
 
 def main() -> int:
@@ -33,8 +33,8 @@ def main() -> int:
     out = Path(args.out)
     meta = {"batch": args.batch, "channels": args.channels, "threads": args.threads,
             "torch": torch.__version__, "current_crossover": tmm._C.direct_crossover_length}
-    write_json(out / "crossover.json", {"config": meta, **result})
-    write_text(out / "crossover.md", text + "\n")
+    atomic_write_json(out / "crossover.json", {"config": meta, **result})
+    atomic_write_text(out / "crossover.md", text + "\n")
     print(text)
     print(f"\nwritten to {out}/crossover.{{json,md}} (fwd+bwd, float32, B={args.batch}, C={args.channels}, "
           f"{args.threads} threads; crossover in use: L * K <= {meta['current_crossover']})")

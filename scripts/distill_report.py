@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Distillation report (tmm/bench/distill.py, docs/decoding.md): trained TMM
+"""Distillation report (tmm/bench/distill_report.py, docs/decoding.md): trained TMM
 and Hyena kernels fitted by small state-space models for decode method
 "distilled": kernel error, held-out loss and greedy agreement per order and
 window (--part quality); per-token latency and state bytes against context
@@ -24,7 +24,8 @@ import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from tmm.bench import distill as report  # noqa: E402
+from tmm.bench import distill_report as report  # noqa: E402
+from tmm.files import atomic_write_text  # noqa: E402
 
 
 def ints(text):
@@ -84,7 +85,7 @@ def main(argv=None):
                                       window=window, steps=args.steps, threads=args.threads, quick=args.quick)
                 results = report.merge(out / "results.json", {"latency": rows})
                 print(f"{arch} latency r={order} W={window}: {len(rows)} rows", flush=True)
-    (out / "table.md").write_text(report.table(results))
+    atomic_write_text(out / "table.md", report.table(results))
     report.plot(results, out / "latency.png")
     if args.plot:
         report.plot(results, args.plot)

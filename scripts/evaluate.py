@@ -19,7 +19,6 @@ same rows, the harness's results and task configs, the settings, the
 checkpoint), and with --log-samples the harness's per-sample outputs.
 """
 import argparse
-import datetime
 import json
 import sys
 import time
@@ -29,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from tmm.bench.report import fresh_folder  # noqa: E402
 from tmm.eval import PAPER_TASKS  # noqa: E402
 from tmm.eval.report import json_summary, markdown, rows  # noqa: E402
 from tmm.files import atomic_write_json, atomic_write_text  # noqa: E402
@@ -79,8 +79,7 @@ def evaluate(args):
                                       log_samples=args.log_samples, random_seed=args.seed,
                                       numpy_random_seed=args.seed, torch_random_seed=args.seed,
                                       fewshot_random_seed=args.seed)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(args.out) if args.out else REPO / "results" / f"eval-{stamp}"
+    out = Path(args.out) if args.out else fresh_folder(REPO / "results", "eval")
     out.mkdir(parents=True, exist_ok=True)
     title = f"{args.checkpoint}: {', '.join(tasks)}"
     extra = {"checkpoint": str(args.checkpoint), "tasks": tasks, "settings": vars(args),

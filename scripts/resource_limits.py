@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from tmm.bench import limits  # noqa: E402
-from tmm.bench.report import write_json, write_text  # noqa: E402
+from tmm.files import atomic_write_json, atomic_write_text  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -59,8 +59,8 @@ def main(argv=None):
     out = Path(args.out)
     text = limits.table(rows, cfg)
     print(text)
-    write_json(out / "results.json", {"config": cfg, "rows": rows})
-    write_text(out / "table.md", text)
+    atomic_write_json(out / "results.json", {"config": cfg, "rows": rows})
+    atomic_write_text(out / "table.md", text)
     print(f"\nwrote {out}/results.json, table.md")
 
 

@@ -10,7 +10,7 @@ The other public submodules (``tmm.hf``, ``tmm.train``, ``tmm.tasks``,
 ``import tmm`` stays light and ``tmm.hf.from_pretrained`` works without
 ``import tmm.hf``.
 
-The pure-Python parts (``tmm.testing``, ``tmm.bench``, ``tmm.files``) also
+The pure-Python parts (``tmm.testing``, ``tmm.bench``, ``tmm.files``, ``tmm.tables``) also
 work from a source tree whose native module is not built (a machine that
 builds only libtmm_torch, like the GPU check): there ``import tmm`` succeeds,
 and the native parts raise an ImportError saying what is missing. A build
@@ -22,8 +22,8 @@ import torch
 
 _NATIVE = ("io", "models", "nn", "ops", "text", "_C", "__version__", "with_cuda")
 # Imported on first attribute access (PEP 562): their dependencies load only when used.
-_LAZY = ("analysis", "bench", "data", "distill", "eval", "experiments", "files", "hf", "peak_memory", "progress",
-         "tasks", "testing", "train", "train_checkpoints")
+_LAZY = ("analysis", "bench", "data", "distill", "eval", "experiments", "files", "hf", "progress",
+         "tables", "tasks", "testing", "train", "train_checkpoints")
 
 
 def _missing(error):

@@ -1,6 +1,7 @@
-"""tmm.bench: the timing loop, the memory probes, provenance, the report
-writers, and the operator benchmark on a tiny grid (counts and files, not
-speed: timings are the benchmark scripts' business)."""
+"""tmm.bench: the timing loop, the memory probes (of a call and of a block),
+provenance, the report writers, and the operator benchmark on a tiny grid
+(counts and files, not speed: timings are the benchmark scripts' business);
+and tmm.tables' markdown table."""
 import json
 import time
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tmm import tables
 from tmm.bench import memory, ops, provenance, report, timing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +45,24 @@ def test_peak_memory_of_a_known_allocation():
         assert probe.measure(lambda: torch.ones(4 * n)) >= 8 * n  # 16 MiB touched; page granularity, noise
 
 
+def test_peak_memory_block_counts_what_it_allocated_and_resets():
+    # CI runs on Linux, where the resident-set high-water mark can be reset.
+    with memory.PeakMemory("cpu") as big:
+        x = torch.ones(64 * 2 ** 20)  # 256 MiB, touched
+        del x
+    assert big.increase_mib is not None and 250 <= big.increase_mib < 400, big.increase_mib
+    assert big.peak_mib >= big.increase_mib
+    with memory.PeakMemory("cpu") as small:  # the 256 MiB peak before does not count
+        torch.ones(1000).sum()
+    assert small.increase_mib < 50, small.increase_mib
+
+
+def test_peak_memory_block_on_a_device_it_cannot_measure_gives_none():
+    with memory.PeakMemory("meta") as mem:
+        torch.ones(10, device="meta")
+    assert mem.peak_mib is None and mem.increase_mib is None
+
+
 def test_provenance_says_where(tmp_path):
     env = provenance.environment("cpu")
     for key in ("torch", "python", "cpu_count", "threads", "device", "loadavg"):
@@ -56,9 +76,9 @@ def test_provenance_says_where(tmp_path):
 
 
 def test_markdown_table_alignment():
-    text = report.markdown_table(["a", "b", "c"], [[1, 2, 3]], left=1)
+    text = tables.markdown_table(["a", "b", "c"], [[1, 2, 3]], left=1)
     assert text == "| a | b | c |\n|---|---:|---:|\n| 1 | 2 | 3 |"
-    assert report.markdown_table(["a", "b"], [], align="rl").splitlines()[1] == "|---:|---|"
+    assert tables.markdown_table(["a", "b"], [], align="rl").splitlines()[1] == "|---:|---|"
 
 
 def test_live_json_is_readable_after_every_change(tmp_path):

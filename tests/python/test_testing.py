@@ -120,7 +120,7 @@ def test_ops_reference_is_the_same_definition():
 
 
 IMPORT_WITHOUT_NATIVE = """
-import torch, tmm, tmm.testing as t, tmm.bench.timing, tmm.bench.report, tmm.files
+import torch, tmm, tmm.testing as t, tmm.bench.timing, tmm.bench.report, tmm.files, tmm.tables
 x, w, b, gy = t.make_inputs(2, 9, 4, 2, 1, seed=0)
 assert t.rel_err(t.causal_toeplitz_fft(x, w, b), t.causal_toeplitz_dense(x, w, b)) < 1e-5
 assert not hasattr(torch.ops.tmm, "causal_toeplitz"), "nothing registered without the native module"

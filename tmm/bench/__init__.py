@@ -2,14 +2,16 @@
 and those drivers (the scripts in scripts/ are command lines over them):
 
   timing      the one timing loop (CPU perf_counter, CUDA events, warm-up, budget)
-  memory      peak memory of a call (torch's allocator, resident set)
+  memory      peak memory of a call or a block (torch's allocator, resident set)
   provenance  machine, versions, load, and the git revision of a checkout the caller names
-  report      results folders, markdown tables, JSON written atomically (LiveJson), plots
+  report      results folders, a JSON document kept on disk as it grows (LiveJson), plots
   ops, ops_report   the operator benchmark (scripts/bench_ops.py)
+  floor       the CPU op against the hardware's FFT floor (scripts/bench_ops.py --floor)
   crossover   the CPU direct/FFT crossover (scripts/bench_crossover.py)
   decode      the decoding benchmark (scripts/bench_decode.py)
   compile     a drop-in model's training step, eager vs torch.compile (scripts/bench_compile.py)
   limits      the longest sequence per model (scripts/resource_limits.py)
+  distill_report  distilled decoding: quality and latency (scripts/distill_report.py)
   gpu_check   the one-shot GPU check's checks and verdict (scripts/gpu_check.sh,
               gpu_check.py; the repository's tests run by scripts/gpu_check_pytest.py)
 

@@ -25,7 +25,8 @@ from .. import nn as tnn
 from ..testing import rel_err
 from ..progress import Progress
 from .provenance import environment, git
-from .report import markdown_table, write_json, write_text
+from ..files import atomic_write_json, atomic_write_text
+from ..tables import markdown_table
 from .timing import time_calls
 
 __all__ = ["DEFAULTS", "SMOKE", "run", "table"]
@@ -93,8 +94,8 @@ def run(cfg: Dict[str, Any], out: Path, progress: bool = True, repo=None) -> Dic
     results["speedup"] = eager["median_ms"] / compiled["median_ms"]
     results["parameters"] = sum(p.numel() for p in eager_model.parameters())
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", results)
-    write_text(out / "table.md", table(results))
+    atomic_write_json(out / "results.json", results)
+    atomic_write_text(out / "table.md", table(results))
     return results
 
 

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Sequence
 from .. import testing
 from .ops import make_call
 from ..progress import Progress
-from .report import markdown_table
+from ..tables import markdown_table
 from .timing import time_calls
 
 __all__ = ["measure", "table"]

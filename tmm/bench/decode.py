@@ -14,7 +14,9 @@ from typing import Any, Dict, List
 import torch
 
 from ..progress import Progress
-from .report import markdown_table, pyplot, save_plot, write_json, write_text
+from ..files import atomic_write_json, atomic_write_text
+from ..tables import markdown_table
+from .report import pyplot, save_plot
 from .timing import timed
 
 __all__ = ["ARCH_EXTRA", "run", "targets", "tables"]
@@ -103,8 +105,8 @@ def run(cfg: Dict[str, Any], out: Path, progress: bool = True) -> Dict[str, Any]
                     bar.update(1, model=arch, method=f"long x{batch}")
             del model
     results["targets"] = targets(results)
-    write_json(out / "results.json", results)
-    write_text(out / "table.md", tables(results))
+    atomic_write_json(out / "results.json", results)
+    atomic_write_text(out / "table.md", tables(results))
     plot(results, out / "latency.png")
     return results
 

@@ -35,7 +35,9 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 
 from . import provenance
-from .report import LiveJson, markdown_table, pyplot, save_plot, write_text
+from ..files import atomic_write_text
+from ..tables import markdown_table
+from .report import LiveJson, pyplot, save_plot
 from .timing import time_calls
 
 __all__ = ["FloorConfig", "run", "fft_pair", "size_rule"]
@@ -354,6 +356,6 @@ def run(cfg: FloorConfig, out_dir: Path, progress: bool = True, do_plot: bool = 
     live.set("wall_s", time.perf_counter() - t_start)
     live.finish()
     table = tables(live.data)
-    write_text(out_dir / "table.md", table + "\n")
+    atomic_write_text(out_dir / "table.md", table + "\n")
     note = plot(live.data, out_dir / "plot.png") if do_plot else None
     return {"results": live.data, "table": table, "plot_note": note}

@@ -24,7 +24,7 @@ from typing import Any, Dict, List
 
 from .memory import reset_peak_rss, status_kib
 from ..progress import Progress
-from .report import markdown_table
+from ..tables import markdown_table
 
 __all__ = ["ARCHS", "measure", "run", "table"]
 

@@ -1,4 +1,5 @@
-"""Peak memory of one call, two ways.
+"""Peak memory, measured (not estimated): of one call, two ways, and of a
+block of work (PeakMemory, around a whole training run).
 
   alloc  peak_alloc_bytes: the extra bytes live at the peak through torch's
          allocator. CPU: torch.profiler (profile_memory=True) records every
@@ -16,6 +17,17 @@
          allocator, any thread), at page granularity, with some noise
          (thread stacks, lazily loaded code). Linux only; unavailable where
          /proc/self/clear_refs cannot be written.
+
+PeakMemory (a context manager) reports, after its block, the peak and the
+peak above the memory in use when the block began: on CUDA the caching
+allocator's, on a Linux CPU the resident set's (as RssProbe, without the
+malloc_trim, so it counts parameters, optimiser state, activations and
+caches the block allocated, not the interpreter and libraries loaded
+before). Elsewhere, or where the reset is refused, its numbers are None.
+
+    with PeakMemory(device) as mem:
+        train(...)
+    mem.increase_mib   # None where it cannot be measured
 """
 from __future__ import annotations
 
@@ -28,7 +40,9 @@ import torch
 
 from .timing import synchronize
 
-__all__ = ["status_kib", "reset_peak_rss", "RssProbe", "peak_alloc_bytes"]
+__all__ = ["status_kib", "reset_peak_rss", "RssProbe", "peak_alloc_bytes", "PeakMemory"]
+
+_MIB = 2 ** 20
 
 # (A CUDA build of torch without a GPU: the profiler's Kineto backend logs an
 # error unless KINETO_LOG_LEVEL=5 is set before torch is imported; the
@@ -113,3 +127,43 @@ def peak_alloc_bytes(fn: Callable[[], Any], device="cpu") -> Optional[int]:
         live += nbytes
         peak = max(peak, live)
     return peak
+
+
+class PeakMemory:
+    """A context manager; after it, ``peak_mib`` (the peak during the block) and
+    ``increase_mib`` (the peak above the memory in use when it began), None
+    where they cannot be measured (see the module docstring)."""
+
+    def __init__(self, device="cpu"):
+        self.device = torch.device(device)
+        self.peak_mib: Optional[float] = None
+        self.increase_mib: Optional[float] = None
+        self._base = None
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+        elif self.device.type == "cpu":
+            try:
+                reset_peak_rss()
+                self._base = status_kib("VmRSS") * 1024
+            except OSError:  # no /proc/self/clear_refs (not Linux, or refused): not measured
+                self._base = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._base is None:
+            return False
+        if self.device.type == "cuda":
+            synchronize(self.device)
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            try:
+                peak = status_kib("VmHWM") * 1024
+            except OSError:
+                return False
+        self.peak_mib = peak / _MIB
+        self.increase_mib = max(peak - self._base, 0) / _MIB
+        return False

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import testing
+from ..files import atomic_write_text
+from ..tables import markdown_table
 from .provenance import BUSY_CORES
-from .report import LiveJson, markdown_table, pyplot, save_plot, write_text
+from .report import LiveJson, pyplot, save_plot
 
 __all__ = ["MODE_LABEL", "evaluate_targets", "make_table", "format_targets", "make_plot", "finish"]
 
@@ -232,6 +234,6 @@ def finish(cfg, live: LiveJson, out_dir: Path, plot: bool = True) -> Dict[str, A
           f"timed calls in ms; peak: extra bytes allocated through torch's allocator.\n\n"
           f"{table}\n\n" + (f"{busy}\n" if busy else "") + f"## Targets\n\n{targets}\n{checks}\n")
     live.flush()
-    write_text(out_dir / "table.md", md)
+    atomic_write_text(out_dir / "table.md", md)
     return dict(results=data, table=table, targets=targets, checks=checks, busy=busy, plot_note=plot_note,
                 markdown=md)

@@ -1,6 +1,6 @@
-"""Writing results: a fresh results folder, tables (markdown, or aligned
-text for a terminal), JSON (atomically, through tmm.files) and PNG plots
-(matplotlib, atomically).
+"""Writing results: a fresh results folder, a JSON document kept on disk as
+it grows (atomically, through tmm.files) and PNG plots (matplotlib,
+atomically). Tables are tmm.tables'.
 
 LiveJson keeps a results document on disk as it grows: every set() or
 add() rewrites the file atomically, so a run killed at any moment leaves the
@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
-from ..files import atomic_savefig, atomic_write_json, atomic_write_text
+from ..files import atomic_savefig, atomic_write_json
 
-__all__ = ["fresh_folder", "markdown_table", "text_table", "LiveJson", "write_json", "write_text", "pyplot", "save_plot"]
-
-write_json = atomic_write_json
-write_text = atomic_write_text
+__all__ = ["fresh_folder", "LiveJson", "NO_PLOTS", "pyplot", "save_plot"]
 
 
 def fresh_folder(root, name) -> Path:
@@ -30,30 +27,6 @@ def fresh_folder(root, name) -> Path:
         k += 1
         out = root / f"{name}-{stamp}-{k}"
     return out
-
-
-def markdown_table(head: Sequence[str], rows: Iterable[Sequence[Any]], left: int = 1,
-                   align: Optional[str] = None) -> str:
-    """A GitHub markdown table (no trailing newline); the first `left`
-    columns are left-aligned, the others right-aligned (numbers); or
-    `align`, one letter a column ("l" or "r")."""
-    align = align or "l" * left + "r" * (len(head) - left)
-    lines = ["| " + " | ".join(str(h) for h in head) + " |",
-             "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def text_table(head: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """The same table as aligned columns for a terminal: the first
-    left-aligned, the others right-aligned."""
-    rows = [[str(h) for h in head]] + [[str(v) for v in r] for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-
-    def fmt(r):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-
-    return "\n".join([fmt(rows[0]), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows[1:]])
 
 
 class LiveJson:

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import torch
 
+from ..progress import Progress
 from . import EXTRA
 
 try:
@@ -280,8 +281,6 @@ class TMMLM(TemplateLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm=False, **kwargs):
         """[(sum of the continuation's log-probabilities, is greedy)] of ((context, continuation), context ids,
         continuation ids) requests, in their order."""
-        from tqdm import tqdm
-
         limit = self._max_length
         prepared = []
         for key, context, continuation in requests:
@@ -291,7 +290,8 @@ class TMMLM(TemplateLM):
             prepared.append((whole[:-1], list(continuation), key))
         order = sorted(range(len(prepared)), key=lambda i: -len(prepared[i][0]))
         results = [None] * len(prepared)
-        bar = tqdm(total=len(order), desc="tmm loglikelihood", disable=disable_tqdm or len(order) < 2)
+        bar = Progress(len(order), desc="tmm loglikelihood", unit="request",
+                       enabled=not (disable_tqdm or len(order) < 2))
         start = 0
         while start < len(order):
             n = self._rows_per_batch(len(prepared[order[start]][0]))
@@ -379,14 +379,13 @@ class TMMLM(TemplateLM):
         return texts
 
     def generate_until(self, requests, disable_tqdm=False):
-        from tqdm import tqdm
-
         groups = {}
         for i, req in enumerate(requests):
             context, gen_kwargs = req.args
             groups.setdefault(json.dumps(gen_kwargs, sort_keys=True, default=str), []).append((i, context))
         results = [None] * len(requests)
-        bar = tqdm(total=len(requests), desc="tmm generate_until", disable=disable_tqdm or len(requests) < 2)
+        bar = Progress(len(requests), desc="tmm generate_until", unit="request",
+                       enabled=not (disable_tqdm or len(requests) < 2))
         for key, items in groups.items():
             gen_kwargs = dict(json.loads(key))
             stops = self._stops(gen_kwargs)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ..tables import markdown_table
+
 __all__ = ["rows", "markdown", "json_summary"]
 
 
@@ -49,13 +51,12 @@ def _fmt(v, digits=4):
 
 def markdown(table_rows: list, title: str | None = None) -> str:
     """A markdown table of :func:`rows` (value ± stderr)."""
+    head = ["task", "metric", "filter", "n-shot", "samples", "value", "± stderr"]
+    cells = [[f"**{r['task']}**" if r["group"] else r["task"], r["metric"], r["filter"],
+              "" if r["n_shot"] is None else r["n_shot"], "" if r["samples"] is None else r["samples"],
+              _fmt(r["value"]), _fmt(r["stderr"])] for r in table_rows]
     lines = [f"## {title}", ""] if title else []
-    lines += ["| task | metric | filter | n-shot | samples | value | ± stderr |", "|---|---|---|---|---|---|---|"]
-    for r in table_rows:
-        name = f"**{r['task']}**" if r["group"] else r["task"]
-        lines.append(f"| {name} | {r['metric']} | {r['filter']} | {'' if r['n_shot'] is None else r['n_shot']} | "
-                     f"{'' if r['samples'] is None else r['samples']} | {_fmt(r['value'])} | {_fmt(r['stderr'])} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [markdown_table(head, cells, left=len(head))]) + "\n"
 
 
 def json_summary(results: dict, extra: dict | None = None) -> dict:

@@ -10,8 +10,8 @@ plots: docs/experiments.md.
   (``CompareSettings``, ``run_comparison``): architectures matched by
   parameter count, trained on one task with the same batches; resume,
   torchrun, time budgets; metrics.jsonl, summary.md/json, plots.
-- :mod:`~tmm.experiments.ablation`: the TMM variants of models/ablation/
-  compared by that driver (``run_ablation``).
+- :mod:`~tmm.experiments.ablation`: the TMM variants of the zoo's
+  ablation/ configs compared by that driver (``run_ablation``).
 - :mod:`~tmm.experiments.retention`: information extraction and capacity
   through one vector (``RetentionSettings``, ``run_retention``; ``run`` for
   a dict), in two decoder modes (the BatchNorm decoder, the authors'
@@ -25,5 +25,8 @@ Shared by the drivers: :mod:`.model_configs` (zoo configs fitted to a task),
 of a resumed run or a reused claims job), :mod:`.distributed` (torchrun),
 :mod:`.formatting`, :mod:`.task_options`, and :class:`.errors.SettingsError`,
 the error for bad settings that scripts print after their name; and from
-:mod:`tmm.bench`, provenance (git, machine, load) and the results folders.
+:mod:`tmm.bench`, provenance (git, machine, load), peak memory, the results
+folders and plots; tables from :mod:`tmm.tables`. Nothing here knows where a
+source checkout is: a driver records the git revision of the ``repo`` its
+caller names (the scripts pass theirs).
 """

@@ -62,9 +62,9 @@ import tmm.models
 import tmm.tasks
 from tmm import train_checkpoints
 from tmm.bench import provenance
+from tmm.bench.memory import PeakMemory
 from tmm.bench.report import NO_PLOTS, fresh_folder
 from tmm.files import atomic_write_json, atomic_write_text
-from tmm.peak_memory import PeakMemory
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
 from . import budget, distributed, operator_index
@@ -72,6 +72,7 @@ from .compare_report import summary_text, write_plots, write_summary
 from .errors import SettingsError
 from .model_configs import (ablation_configs, build_model, config_names, fit_to_task, labels_for, mixer_config,
                             read_config)
+from .recipe import apply_recipe, estimate, format_estimate
 from .saved_settings import RESUME_REFUSAL, check_same
 from .task_options import parse_task_options
 
@@ -138,8 +139,6 @@ class CompareSettings:
         flag for a value out of range."""
         s = dataclasses.replace(self, task_option=list(self.task_option), betas=tuple(self.betas))
         if s.recipe is not None:
-            from .recipe import apply_recipe
-
             s = apply_recipe(s)
         if isinstance(s.configs, str):
             s.configs = [s.configs]
@@ -284,8 +283,6 @@ class _Comparison:
 
     def _estimate(self):
         """Lines of the recipe's estimate, measured by rank 0 (tmm.experiments.recipe), printed on stderr."""
-        from .recipe import estimate, format_estimate
-
         lines = None
         if self.is_main:
             dev = self.device

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 
-from ..bench.report import markdown_table, pyplot, save_plot, text_table
+from ..bench.report import pyplot, save_plot
 from ..files import atomic_write_json, atomic_write_text
+from ..tables import markdown_table, text_table
 from .formatting import fmt_flops, fmt_int, fmt_num
 
 __all__ = ["LEARNED", "HEADER", "run_summary", "verdict", "summary_markdown", "summary_text", "write_summary",

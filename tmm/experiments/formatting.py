@@ -1,5 +1,5 @@
 """Numbers as the drivers' tables show them ("-" for what is missing); the
-tables themselves are tmm.bench.report's."""
+tables themselves are tmm.tables'."""
 from __future__ import annotations
 
 import math

@@ -28,14 +28,12 @@ def config_names(archs: str, configs=None, suffix: str = "cpu-small") -> list:
     return names
 
 
-def _ablation_folder() -> Path:
-    folder = tmm.models.models_dir()
-    return (folder / "ablation") if folder is not None else Path("models") / "ablation"
+_ABLATION = "ablation/tmm-"  # the zoo's config names of the ablation variants: ablation/tmm-<variant>
 
 
 def ablation_variants() -> list:
-    """The variants models/ablation/ holds: the documented ones first, in their order, then the others."""
-    found = sorted(p.stem[len("tmm-"):] for p in _ablation_folder().glob("tmm-*.json"))
+    """The variants the zoo's ablation/ configs hold: the documented ones first, in their order, then the others."""
+    found = sorted(name[len(_ABLATION):] for name in tmm.models.list_configs() if name.startswith(_ABLATION))
     return [v for v in ABLATION_VARIANTS if v in found] + [v for v in found if v not in ABLATION_VARIANTS]
 
 
@@ -49,9 +47,9 @@ def ablation_configs(variants=None) -> list:
     have = ablation_variants()
     unknown = [v for v in variants if v not in have]
     if unknown or not variants:
-        raise SettingsError(f"--ablation: no variant {', '.join(unknown) or '(none given)'} in {_ablation_folder()} "
-                            f"(variants: {', '.join(have)})")
-    return [str(_ablation_folder() / f"tmm-{v}.json") for v in variants]
+        raise SettingsError(f"--ablation: no variant {', '.join(unknown) or '(none given)'} in the zoo's "
+                            f"ablation/ configs (variants: {', '.join(have) or 'none'})")
+    return [str(tmm.models.config_path(_ABLATION + v)) for v in variants]
 
 
 def read_config(name_or_path) -> tuple:

@@ -53,12 +53,10 @@ RECIPES = {
 
 def apply_recipe(s):
     """``s`` (CompareSettings) with the recipe's value for every setting still at compare's default."""
-    from .compare import CompareSettings
-
     if s.recipe not in RECIPES:
         raise SettingsError(f"--recipe must be one of {', '.join(RECIPES)}, got {s.recipe!r}")
     recipe = RECIPES[s.recipe]
-    defaults = CompareSettings()
+    defaults = type(s)()  # compare's defaults, without importing compare (which imports this module)
     changes = {}
     for key, value in recipe["settings"].items():
         if getattr(s, key) == getattr(defaults, key):

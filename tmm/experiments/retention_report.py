@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import math
 
-from ..bench.report import markdown_table, pyplot, save_plot
+from ..bench.report import pyplot, save_plot
 from ..files import atomic_write_text
+from ..tables import markdown_table
 from .formatting import fmt_any
 
 __all__ = ["summarise", "markdown", "verdict", "setup_line", "write_plots", "write_report"]

@@ -35,7 +35,8 @@ import torch
 
 from ..ops import OpsBenchConfig
 from ..provenance import environment, git
-from ..report import LiveJson, write_json, write_text
+from ...files import atomic_write_json, atomic_write_text
+from ..report import LiveJson
 from . import summary
 from .device_checks import copy_bandwidth, graphs_check, sanitize_case
 from .zoo_step import zoo_steps
@@ -199,9 +200,9 @@ def report(out: Path) -> int:
     status = summary.exit_status(data)
     data["exit_status"], data["verdict"] = status, summary.VERDICT[status]
     data["failures"], data["not_run"] = summary.failures(data), summary.not_run(data)
-    write_json(jpath, data)
+    atomic_write_json(jpath, data)
     text = summary.summary(data)
-    write_text(out / "table.md", text)
+    atomic_write_text(out / "table.md", text)
     print(text, end="")
     print(f"gpu_check exit status: {status} ({summary.VERDICT[status]})")  # the shell script reads this line
     return status

@@ -15,7 +15,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..ops_report import format_targets, make_table
-from ..report import markdown_table
+from ...tables import markdown_table
 
 __all__ = ["EXIT_OK", "EXIT_WRONG", "EXIT_NOT_RUN", "EXIT_PARTIAL", "sanitizer_verdict", "failures", "not_run",
            "exit_status", "summary"]

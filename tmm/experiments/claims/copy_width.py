@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from tmm.tables import markdown_table
+
 from .models import width_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, Verdict, mean_range
 from .results import over_seeds
@@ -66,18 +68,18 @@ def run(suite):
             (suite.compare(f"copy/width/n{n}/{spec.label}/seed{seed}", [spec], seed=seed, lr=lr, **common) or {})
             .get(spec.label) for seed in s.seeds if seed != 0]
         pooled.update(over_seeds([{spec.label: r} for r in jobs if r is not None]))
-    rows = ["| model | " + " | ".join(f"lr {lr:g}" for lr in s.width_lrs) + " | chosen |",
-            "|---" * (len(s.width_lrs) + 2) + "|"]
+    head = ["model", *(f"lr {lr:g}" for lr in s.width_lrs), "chosen"]
+    rows = []
     for spec in specs:
         cells = []
         for lr in s.width_lrs:
             r = (sweep[lr] or {}).get(spec.label)
             cells.append("-" if r is None else f"{r.final_acc:.3f} / {_steps(steps_to(r, 0.9))} / "
                                                 f"{_steps(steps_to(r, 0.5))}")
-        rows.append(f"| {spec.label} | " + " | ".join(cells) + f" | {chosen.get(spec.label, '-')} |")
+        rows.append([spec.label, *cells, chosen.get(spec.label, "-")])
     narrow, wide = (spec.label for spec in specs)
     v = verdict(pooled.get(narrow), pooled.get(wide), s.width_ratio, narrow, wide)
-    return pooled, "\n".join(rows), Verdict(f"n={n}: {v.claim}", v.verdict, v.evidence)
+    return pooled, markdown_table(head, rows, left=len(head)), Verdict(f"n={n}: {v.claim}", v.verdict, v.evidence)
 
 
 def _steps(s):

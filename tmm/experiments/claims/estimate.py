@@ -14,7 +14,7 @@ import json
 import tmm.tasks
 
 from ..budget import time_steps
-from ...bench.report import markdown_table
+from ...tables import markdown_table
 from ..formatting import fmt_flops
 from ..model_configs import fit_to_task
 from ..task_options import parse_task_options

@@ -14,6 +14,7 @@ import math
 
 import tmm.models
 import tmm.tasks
+from tmm.tables import markdown_table
 
 from ..in_context import in_context_scores
 from . import lm_claim
@@ -52,13 +53,14 @@ def run(suite) -> ClaimResult:
         c.verdicts.append(Verdict(claim, UNTESTED, "no language-model checkpoints (run --only lm first); " + note))
         return c
     task = tmm.tasks.make("lm", **lm_claim.task_options(s))
-    rows = ["| model | induction | first copy loss | second copy loss | in-context learning | early loss | "
-            "late loss |", "|---|---|---|---|---|---|---|"]
+    head = ["model", "induction", "first copy loss", "second copy loss", "in-context learning", "early loss",
+            "late loss"]
+    rows = []
     for label, path in found.items():
         r = in_context_scores(tmm.models.load(str(path)), task, windows=WINDOWS, span=span)
-        rows.append(f"| {label} | {r.induction:.3f} | {r.first_copy_loss:.3f} | {r.second_copy_loss:.3f} | "
-                    f"{r.icl:.3f} | {r.early_loss:.3f} | {r.late_loss:.3f} |")
+        rows.append([label] + [f"{v:.3f}" for v in (r.induction, r.first_copy_loss, r.second_copy_loss, r.icl,
+                                                     r.early_loss, r.late_loss)])
     c.tables.append((f"Proxy scores (nats per token; ln V = {math.log(task.vocab_size):.2f} for the vocabulary of "
-                     f"{task.vocab_size}):", "\n".join(rows)))
+                     f"{task.vocab_size}):", markdown_table(head, rows, left=len(head))))
     c.verdicts.append(Verdict(claim, UNTESTED, note))
     return c

@@ -34,7 +34,9 @@ from __future__ import annotations
 from typing import Optional
 
 from tmm import train_checkpoints
+from tmm.tables import markdown_table
 
+from ..formatting import fmt_num
 from .models import lm_models
 from .report import UNTESTED, ClaimResult, Verdict, all_of, mean_range, pooled_table, plot_curves
 from .results import over_seeds, value_at
@@ -121,12 +123,12 @@ def run(suite) -> ClaimResult:
         f"({tokens:,} tokens per model) at each model's best lr, seeds {', '.join(map(str, s.lm_seeds))}; each "
         f"evaluation over {s.lm_eval_batches} held-out batches "
         f"({s.lm_eval_batches * s.lm_batch_size * s.lm_seq_len:,} tokens). Peak train memory: the resident-set (CPU) or allocator (CUDA) peak above the memory in use "
-        f"before the run (tmm.peak_memory)."))
+        f"before the run (tmm.bench.memory)."))
     if suite.dry_run:
         return c
     all_lrs = sorted({lr for runs in grids.values() for lr in runs})
-    sweep_rows = ["| model | " + " | ".join(f"lr {lr:g}" for lr in all_lrs) + " | chosen | bracketed |",
-                  "|---" * (len(all_lrs) + 3) + "|"]
+    sweep_head = ["model", *(f"lr {lr:g}" for lr in all_lrs), "chosen", "bracketed"]
+    sweep_rows = []
     for spec in specs:
         runs, cells = grids[spec.label], []
         for lr in all_lrs:
@@ -134,11 +136,10 @@ def run(suite) -> ClaimResult:
             cells.append("-" if r is None else ("diverged" if r.status == "diverged" else f"{r.final_bpb:.3f}"))
         best = chosen.get(spec.label)
         inside = "-" if best is None else ("yes" if min(runs) < best < max(runs) else "no (at an edge)")
-        sweep_rows.append(f"| {spec.label} | " + " | ".join(cells) + f" | {best if best is not None else '-'} | "
-                          f"{inside} |")
+        sweep_rows.append([spec.label, *cells, best if best is not None else "-", inside])
     c.tables.append((f"Sweep: final eval bits per byte after {s.lm_sweep_steps} steps (seed 0; each model's grid "
                      f"grown past an edge where its best lay, at most {MAX_EXTENSIONS} times per side; '-': not "
-                     f"in that model's grid):", "\n".join(sweep_rows)))
+                     f"in that model's grid):", markdown_table(sweep_head, sweep_rows, left=len(sweep_head))))
     pooled = {}
     for label, jobs in long_jobs.items():
         pooled.update(over_seeds(jobs))
@@ -148,8 +149,8 @@ def run(suite) -> ClaimResult:
             ("final eval loss", lambda p: mean_range(p, "final_eval_loss")),
             ("peak train memory MiB", lambda p: mean_range(p, "peak_mem_mib", nd=0))]
     if matched:
-        cols += [(f"bpb at {matched:.3g} FLOPs (matched)", lambda p: _fmt(bpb_at(p, matched))),
-                 (f"bpb at {matched / 2:.3g} FLOPs (half)", lambda p: _fmt(bpb_at(p, matched / 2)))]
+        cols += [(f"bpb at {matched:.3g} FLOPs (matched)", lambda p: fmt_num(bpb_at(p, matched))),
+                 (f"bpb at {matched / 2:.3g} FLOPs (half)", lambda p: fmt_num(bpb_at(p, matched / 2)))]
     c.tables.append((f"Long runs (mean [range] over {len(s.lm_seeds)} seeds):", pooled_table(pooled, cols)))
     c.verdicts += verdicts(pooled)
     path = "lm/lm_bpb.png"
@@ -170,10 +171,6 @@ def bpb_at(p, flops) -> Optional[float]:
     return sum(vals) / len(vals) if vals else None
 
 
-def _fmt(x):
-    return "-" if x is None else f"{x:.3f}"
-
-
 def verdicts(pooled: dict) -> list:
     """The two rules of the module docstring on the long runs (label -> Pooled)."""
     equal = "TMM reaches equal or lower eval loss at matched compute"
@@ -187,8 +184,8 @@ def verdicts(pooled: dict) -> list:
             (faster, matched / 2, LINEAR, lambda mine, v: mine < v - TOLERANCE_BPB)):
         mine = bpb_at(tmm, flops)
         others = {label: bpb_at(pooled[label], flops) if label in pooled else None for label in rivals}
-        ev = f"bpb at {flops:.3g} FLOPs: tmm {_fmt(mine)}, " + ", ".join(f"{k} {_fmt(v)}" for k, v in others.items()) \
-            + f" (tolerance {TOLERANCE_BPB} bpb)"
+        ev = (f"bpb at {flops:.3g} FLOPs: tmm {fmt_num(mine)}, "
+              + ", ".join(f"{k} {fmt_num(v)}" for k, v in others.items()) + f" (tolerance {TOLERANCE_BPB} bpb)")
         if mine is None:
             out.append(Verdict(claim, UNTESTED, ev))
             continue

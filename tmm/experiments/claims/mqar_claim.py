@@ -39,8 +39,10 @@ a Hyena did not run (unless TMM already fails against the other).
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
+from tmm.tables import markdown_table
+
+from ..formatting import fmt_num
 from .models import ModelSpec, copy_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, plot_curves
 from .results import Pooled
@@ -143,19 +145,18 @@ def run(suite) -> ClaimResult:
 
 
 def sweep_table(specs, sweep, best, lrs) -> str:
-    rows = ["| model | params | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best | best lr |",
-            "|---" * (len(lrs) + 4) + "|"]
+    head = ["model", "params", *(f"lr {lr:g}" for lr in lrs), "best", "best lr"]
+    rows = []
     for spec in specs:
         cells, params = [], "-"
         for lr in lrs:
             r = (sweep.get(lr) or {}).get(spec.label)
             if r is not None:
                 params = f"{r.params:,}"
-            cells.append("-" if r is None else "diverged" if r.status == "diverged" else _f(r.final_acc))
+            cells.append("-" if r is None else "diverged" if r.status == "diverged" else fmt_num(r.final_acc))
         acc, lr = best.get(spec.label, (None, None))
-        rows.append(f"| {spec.label} | {params} | " + " | ".join(cells)
-                    + f" | {_f(acc)} | {'-' if lr is None else f'{lr:g}'} |")
-    return "\n".join(rows)
+        rows.append([spec.label, params, *cells, fmt_num(acc), "-" if lr is None else f"{lr:g}"])
+    return markdown_table(head, rows, left=len(head))
 
 
 def at_best_lr(sweep, best) -> dict:
@@ -165,10 +166,6 @@ def at_best_lr(sweep, best) -> dict:
         r = sweep[lr][label]
         out[label] = Pooled(label, r.params, [r])
     return out
-
-
-def _f(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.3f}"
 
 
 def verdict(best: dict, setting) -> Verdict:

@@ -28,6 +28,7 @@ import json
 from typing import Optional
 
 from tmm import train_checkpoints
+from tmm.tables import markdown_table
 
 from .. import operator_index
 from . import lm_claim
@@ -85,8 +86,8 @@ def run(suite) -> ClaimResult:
         + operator_index.CONVENTION + ")."))
     if suite.dry_run:
         return c
-    rows = ["| model | kind | vectors | index -1 | index 0 | other | near 0 | moved | indices per layer |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    head = ["model", "kind", "vectors", "index -1", "index 0", "other", "near 0", "moved", "indices per layer"]
+    rows = []
     sources = []
     for name, (kind, path, start) in _sources(suite).items():
         trained = operator_index.analyse(checkpoint=str(path))
@@ -105,12 +106,12 @@ def run(suite) -> ClaimResult:
                     per_layer.setdefault(r["layer"], []).append(str(r["index"]))
             layers = "; ".join(f"{layer}: {','.join(v)}" for layer, v in sorted(per_layer.items()))
             shown = "-" if k == "untrained" else ("not saved" if m is None else f"{m:.3f}")
-            rows.append(f"| {label} | {k} | {rep.summary['vectors']} | {counts.get(-1, 0)} | {counts.get(0, 0)} | "
-                        f"{total - counts.get(-1, 0) - counts.get(0, 0)} | {rep.summary['near_zero']} | {shown} | "
-                        f"{layers} |")
+            rows.append([label, k, rep.summary["vectors"], counts.get(-1, 0), counts.get(0, 0),
+                         total - counts.get(-1, 0) - counts.get(0, 0), rep.summary["near_zero"], shown, layers])
     if sources:
         c.tables.append(("Fredholm indices (near-zero symbols excluded from the counts; moved: median sine of the "
-                         "angle between each trained vector and its initial one):", "\n".join(rows)))
+                         "angle between each trained vector and its initial one):",
+                         markdown_table(head, rows, left=len(head))))
     c.verdicts.append(verdict(sources))
     return c
 

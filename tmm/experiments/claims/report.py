@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from ...bench.report import markdown_table, pyplot, save_plot
+from ...bench.report import pyplot, save_plot
 from ...files import atomic_write_json, atomic_write_text
+from ...tables import markdown_table
 from ..formatting import fmt_int
 
 __all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "all_of", "mean_range", "steps_cell",
@@ -17,6 +18,7 @@ __all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult",
 CONSISTENT = "consistent"
 NOT_CONSISTENT = "not consistent"
 UNTESTED = "not tested at this scale"
+_VERDICT_HEAD = ["claim", "verdict", "evidence"]
 
 
 @dataclasses.dataclass
@@ -171,9 +173,8 @@ def claim_markdown(c: ClaimResult) -> str:
     for caption, table in c.tables:
         md += [f"{caption}", "", table, ""]
     if c.verdicts:
-        md += ["| claim | verdict | evidence |", "|---|---|---|"]
-        md += [f"| {v.claim} | **{v.verdict}** | {v.evidence} |" for v in c.verdicts]
-        md.append("")
+        md += [markdown_table(_VERDICT_HEAD, [[v.claim, f"**{v.verdict}**", v.evidence] for v in c.verdicts],
+                              align="lll"), ""]
     md += [f"![{p}]({p})" for p in c.plots]
     if c.notes:
         md += ["", "Notes:", ""] + [f"- {n}" for n in c.notes]
@@ -211,8 +212,8 @@ def write_suite_report(root: Path, names, meta: dict) -> str:
     if meta["scale"] == "small":
         head += ["Scale `small` is a smoke test of the suite's code: its models are far too small and its runs far "
                  "too short for any verdict below to say anything about the claims.", ""]
-    head += ["| claim | verdict | evidence |", "|---|---|---|"]
-    head += [f"| {c.name}: {v.claim} | **{v.verdict}** | {v.evidence} |" for c in claims for v in c.verdicts]
+    head.append(markdown_table(_VERDICT_HEAD, [[f"{c.name}: {v.claim}", f"**{v.verdict}**", v.evidence]
+                                               for c in claims for v in c.verdicts], align="lll"))
     md = "\n".join(head) + "\n\n" + "\n".join(claim_markdown(c) for c in claims)
     revisions = sorted({(m["git"].get("revision") or "?")[:12] for m, _ in saved})
     if len(revisions) > 1:

@@ -27,7 +27,7 @@ class ModelResult:
     final_eval_loss: Optional[float]
     steps_to_learned: Optional[int]  # first evaluation at >= 0.9 accuracy
     rows: list  # evaluation rows: step, tokens, flops_est, eval_loss, eval_acc (and eval_bpb for lm)
-    peak_mem_mib: Optional[float] = None  # measured while training (tmm.peak_memory); None: not measured
+    peak_mem_mib: Optional[float] = None  # measured while training (tmm.bench.memory.PeakMemory); None: not measured
 
     @property
     def final_bpb(self) -> Optional[float]:

@@ -37,6 +37,9 @@ rival did not run and TMM is above every one that did.
 """
 from __future__ import annotations
 
+from tmm.tables import markdown_table
+
+from ..formatting import fmt_num
 from ..retention import RetentionSettings
 from . import lm_claim
 from .models import lm_models
@@ -98,24 +101,19 @@ def run(suite) -> ClaimResult:
             if summary is None:
                 continue
             rows = summary["table"]
-            header = ("| model | bits recovered | token acc | eval loss | decoder steps | LM eval bpb |\n"
-                      "|---|---|---|---|---|---|")
-            body = [f"| {r['arch']} | {_f(r.get('bits_recovered'), 2)} | {_f(r['token_acc'])} | {_f(r['eval_loss'])} "
-                    f"| {r.get('steps') or '-'}{' (levelled off)' if r.get('levelled') else ''} "
-                    f"| {_f(r['lm_eval_bpb'])} |" for r in rows]
+            head = ["model", "bits recovered", "token acc", "eval loss", "decoder steps", "LM eval bpb"]
+            body = [[r["arch"], fmt_num(r.get("bits_recovered"), 2), fmt_num(r["token_acc"]), fmt_num(r["eval_loss"]),
+                     f"{r.get('steps') or '-'}{' (levelled off)' if r.get('levelled') else ''}",
+                     fmt_num(r["lm_eval_bpb"])] for r in rows]
             source = ("random tokens" if mode == "capacity" else
                       "corpus, encoders from claim 1's checkpoints" if settings.encoder else
                       "corpus, encoders pretrained here")
-            c.tables.append((f"Harness `{name}`, {mode} ({source}):", "\n".join([header] + body)))
+            c.tables.append((f"Harness `{name}`, {mode} ({source}):", markdown_table(head, body, left=len(head))))
             c.verdicts += verdicts(rows, name, modes=[mode], random_source=(mode == "capacity"))
             for png in ("retention_loss_by_position.png", "retention_by_position.png"):
                 if (suite.root / job_path(name, mode) / png).is_file():
                     c.plots.append(f"{job_path(name, mode)}/{png}")
     return c
-
-
-def _f(x, nd=3):
-    return "-" if x is None else f"{x:.{nd}f}"
 
 
 CLAIMS = {"extraction": (("transformer", "hyena", "mamba2"), "TMM's state allows higher-fidelity regeneration"),
@@ -136,8 +134,8 @@ def verdicts(rows, harness, modes=None, random_source=None) -> list:
         mine = bits.get((mode, "tmm"))
         base = bits.get((mode, "none"))
         others = {a: bits.get((mode, a)) for a in rivals}
-        ev = f"bits recovered: tmm {_f(mine, 2)}, " + ", ".join(f"{a} {_f(v, 2)}" for a, v in others.items()) + \
-            f", zero vector {_f(base, 2)}"
+        ev = (f"bits recovered: tmm {fmt_num(mine, 2)}, " + ", ".join(f"{a} {fmt_num(v, 2)}" for a, v in others.items())
+              + f", zero vector {fmt_num(base, 2)}")
         claim = f"{harness}, {mode}: {claim}"
         if mine is None or base is None:
             out.append(Verdict(claim, UNTESTED, ev + " (not run)"))

@@ -28,6 +28,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..files import atomic_write_json
+from ..tables import markdown_table
+from .report import NO_PLOTS, pyplot, save_plot
+
 MODELS = {
     "tmm": {"arch": "tmm", "d_model": 64, "n_layers": 2, "heads": 4},
     "hyena": {"arch": "hyena", "d_model": 64, "n_layers": 2, "filter_order": 32},
@@ -172,33 +176,31 @@ def table(results):
     for key, q in sorted(results.get("quality", {}).items()):
         ex = q["exact"]
         metric = "bpb" if "bpb" in ex else "acc"
+        head = ["r", "W", "kernel err median", "max", "loss", metric, "teacher-forced agreement", "first divergence"]
+        rows = [[r["order"], r["window"], f"{r['kernel_error_median']:.3g}", f"{r['kernel_error_max']:.3g}",
+                 f"{r['distilled_loss']:.3f}", f"{r['distilled_' + metric]:.3f}", f"{r['greedy_agreement']:.3f}",
+                 f"{r['first_divergence_mean']:.0f} / {r['generated']}"] for r in q["rows"]]
         lines += [f"### {key} (exact: loss {ex['loss']:.3f}, {metric} {ex[metric]:.3f})", "",
-                  f"| r | W | kernel err median | max | loss | {metric} | teacher-forced agreement | first divergence |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in q["rows"]:
-            lines.append(f"| {r['order']} | {r['window']} | {r['kernel_error_median']:.3g} | {r['kernel_error_max']:.3g} "
-                         f"| {r['distilled_loss']:.3f} | {r['distilled_' + metric]:.3f} | {r['greedy_agreement']:.3f} "
-                         f"| {r['first_divergence_mean']:.0f} / {r['generated']} |")
-        lines.append("")
+                  markdown_table(head, rows, left=len(head)), ""]
     if results.get("latency"):
-        lines += ["| arch | method | r | W | context | ms/token | state bytes |", "|---|---|---|---|---|---|---|"]
+        head = ["arch", "method", "r", "W", "context", "ms/token", "state bytes"]
+        rows = []
         for r in results["latency"]:
             rw = (r["order"], r["window"]) if r["method"] == "distilled" else ("", "")
-            lines.append(f"| {r['arch']} | {r['method']} | {rw[0]} | {rw[1]} | {r['context']} | "
-                         f"{r['ms_per_token']:.3f} | {r['state_bytes']:,} |")
+            rows.append([r["arch"], r["method"], *rw, r["context"], f"{r['ms_per_token']:.3f}", f"{r['state_bytes']:,}"])
+        lines.append(markdown_table(head, rows, left=len(head)))
     return "\n".join(lines) + "\n"
 
 
 def plot(results, path):
-    """Per-token latency and state bytes against context (one line per arch and method)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Per-token latency and state bytes against context (one line per arch and method); written atomically.
+    Returns why there is no plot, or None."""
+    plt = pyplot()
+    if plt is None:
+        return NO_PLOTS
     rows = results.get("latency", [])
     if not rows:
-        return
+        return "no plot: no latency rows"
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     keys = sorted({(r["arch"], r["method"], r["order"] if r["method"] == "distilled" else 0,
                     r["window"] if r["method"] == "distilled" else 0) for r in rows})
@@ -218,9 +220,8 @@ def plot(results, path):
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_plot(fig, path, dpi=90)
+    return None
 
 
 def merge(path, update):
@@ -236,8 +237,7 @@ def merge(path, update):
                             if (r["arch"], r["method"], r["context"], r["order"], r["window"]) not in done] + value
         else:
             results[key] = value
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1) + "\n")
+    atomic_write_json(path, results, indent=1)
     return results
 
 
