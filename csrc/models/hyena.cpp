@@ -28,6 +28,31 @@ torch::nn::Linear hyena_linear(const HyenaConfig& c, int64_t in, int64_t out, bo
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
 }
 
+// "safari": safari's _init_weights (long_conv_lm.py), applied to every
+// module: Linear (and Embedding, by the model) N(0, 0.02^2), biases zero;
+// then the residual branches' out_proj.weight and fc2.weight (ffn_out here)
+// N(0, (0.02 / sqrt(2 n_layers))^2). The model draws its head last, so tying
+// changes no other initial value.
+constexpr double kSafariStd = 0.02;
+
+void safari_init(torch::nn::Module& m, int64_t n_layers) {
+  torch::NoGradGuard no_grad;
+  for (const auto& sub : m.modules(/*include_self=*/false)) {
+    if (auto* linear = sub->as<torch::nn::LinearImpl>()) {
+      torch::nn::init::normal_(linear->weight, 0.0, kSafariStd);
+      if (linear->bias.defined()) linear->bias.zero_();
+    }
+  }
+  const double residual_std = kSafariStd / std::sqrt(2.0 * double(std::max<int64_t>(n_layers, 1)));
+  // In registration order: each block's out_proj, then its ffn_out.
+  for (const auto& item : m.named_modules("", /*include_self=*/false)) {
+    const std::string& name = item.key();
+    const std::string leaf = name.substr(name.rfind('.') + 1);  // the whole name when it has no '.'
+    if (leaf == "out_proj" || leaf == "ffn_out")
+      torch::nn::init::normal_(item.value()->as<torch::nn::LinearImpl>()->weight, 0.0, residual_std);
+  }
+}
+
 }  // namespace
 
 std::string to_string(HyenaInit init) { return option_name(kInitNames, init); }
@@ -275,33 +300,17 @@ HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
   if (config.final_norm)
     set_final_norm("final_norm",
                    torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}))));
-  // "safari": safari's _init_weights (long_conv_lm.py), applied to every
-  // module: Linear and Embedding N(0, 0.02^2), biases zero; then the residual
-  // branches' out_proj.weight and fc2.weight (ffn_out here) N(0, (0.02 /
-  // sqrt(2 n_layers))^2). The head is drawn last, so tying changes no other
-  // initial value.
   const bool safari = config.init == HyenaInit::Safari;
-  constexpr double kStd = 0.02;
   if (safari) {
     torch::NoGradGuard no_grad;
-    torch::nn::init::normal_(embedding()->weight, 0.0, kStd);
-    for (const auto& m : modules(/*include_self=*/false)) {
-      if (auto* linear = m->as<torch::nn::LinearImpl>()) {
-        torch::nn::init::normal_(linear->weight, 0.0, kStd);
-        if (linear->bias.defined()) linear->bias.zero_();
-      }
-    }
-    const double residual_std = kStd / std::sqrt(2.0 * double(std::max<int64_t>(config.n_layers, 1)));
-    for (int64_t i = 0; i < config.n_layers; ++i) {
-      torch::nn::init::normal_(block(i)->mixer->out_proj->weight, 0.0, residual_std);
-      torch::nn::init::normal_(block(i)->ffn_out->weight, 0.0, residual_std);
-    }
+    torch::nn::init::normal_(embedding()->weight, 0.0, kSafariStd);
+    safari_init(*this, config.n_layers);
   }
   add_head([&] {
     torch::nn::Linear head = hyena_linear(config, config.d_model, config.vocab_size, false);
     if (safari) {
       torch::NoGradGuard no_grad;
-      torch::nn::init::normal_(head->weight, 0.0, kStd);
+      torch::nn::init::normal_(head->weight, 0.0, kSafariStd);
     }
     return head;
   });
@@ -313,8 +322,23 @@ DecodeMethod HyenaModel::resolve_decode_method(DecodeMethod requested, int64_t c
   return long_conv_decode_method(requested, capacity);
 }
 
-static ModelRegistration registration(HyenaConfig::kArch, [](const nlohmann::json& config) {
-  return std::make_shared<HyenaModel>(HyenaConfig::from_json_text(config.dump()));
-});
+// Parts "filter", "mixer" and "block": tmm.nn's HyenaFilter, HyenaOperator
+// and MixerBlock take their initial values from them ("safari" applied to the part).
+static std::shared_ptr<torch::nn::Module> build_hyena_part(const nlohmann::json& config, const std::string& part) {
+  const HyenaConfig c = HyenaConfig::from_json_text(config.dump());
+  std::shared_ptr<torch::nn::Module> built;
+  if (part == "filter") built = HyenaFilter(c).ptr();
+  if (part == "mixer") built = HyenaOperator(c).ptr();
+  if (part == "block") built = HyenaBlock(c).ptr();
+  if (built && c.init == HyenaInit::Safari) safari_init(*built, c.n_layers);
+  return built;
+}
+
+static ModelRegistration registration(
+    HyenaConfig::kArch,
+    [](const nlohmann::json& config) {
+      return std::make_shared<HyenaModel>(HyenaConfig::from_json_text(config.dump()));
+    },
+    resolver_of<HyenaConfig>(), build_hyena_part);
 
 }  // namespace tmm::models

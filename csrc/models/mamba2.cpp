@@ -370,9 +370,18 @@ Mamba2Model::Mamba2Model(const Mamba2Config& c, Validated) : LanguageModel(Mamba
 Mamba2Block Mamba2Model::block(int64_t i) const { return std::dynamic_pointer_cast<Mamba2BlockImpl>(blocks().at(i)); }
 
 namespace {
-const ModelRegistration registration(Mamba2Config::kArch, [](const nlohmann::json& config) {
-  return std::make_shared<Mamba2Model>(Mamba2Config::from_json_text(config.dump()));
-});
+// Part "mixer": tmm.nn's Mamba2Mixer takes its initial values from it.
+std::shared_ptr<torch::nn::Module> build_mamba2_part(const nlohmann::json& config, const std::string& part) {
+  if (part != "mixer") return nullptr;
+  return Mamba2Mixer(Mamba2Config::from_json_text(config.dump())).ptr();
+}
+
+const ModelRegistration registration(
+    Mamba2Config::kArch,
+    [](const nlohmann::json& config) {
+      return std::make_shared<Mamba2Model>(Mamba2Config::from_json_text(config.dump()));
+    },
+    resolver_of<Mamba2Config>(), build_mamba2_part);
 }  // namespace
 
 }  // namespace tmm::models
