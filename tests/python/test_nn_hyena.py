@@ -88,7 +88,7 @@ def test_hyena_init_modes_and_errors():
     assert HyenaOperator(8, 20).init == "torch"
     with pytest.raises(ValueError, match="init must be one of 'torch', 'safari', 'kaiming', got 'llama'"):
         HyenaOperator(8, 20, init="llama")
-    with pytest.raises(ValueError, match="hyena \"init\" must be one of"):
+    with pytest.raises(ValueError, match='"init" must be torch, safari or kaiming, got "scaled"'):
         SequenceModel.from_config({"arch": "hyena", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16,
                                    "init": "scaled"})
     op = HyenaOperator(16, 32, init="safari", n_layers=8)

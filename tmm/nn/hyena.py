@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import _C
 from .layers import choice, positive, reset_linear, reset_linear_normal, reset_linear_torch, residual_scale
-from .toeplitz_mixer import online_mix
 
 # "torch" (the authors' HyenaModel, the zoo's default: torch's default init),
 # "safari" (safari's LM: every Linear N(0, 0.02^2), zero biases, out_proj
@@ -188,39 +188,45 @@ class HyenaOperator(nn.Module):
         x0, x1, v = self.short_filter(self.in_proj(x)).chunk(3, -1)
         return self.out_proj(self.filter(v * x1) * x0)
 
+    @torch.no_grad()
     def start_decoding(self, batch, capacity):
         """A decoding state for :meth:`step` (capacity <= l_max)."""
-        positive("HyenaOperator.start_decoding", batch=batch, capacity=capacity)
-        if capacity > self.l_max:
-            raise ValueError(f"HyenaOperator.start_decoding: capacity {capacity} exceeds l_max = {self.l_max}")
+        if not 1 <= capacity <= self.l_max:
+            raise ValueError(f"HyenaOperator.start_decoding: capacity must be in [1, l_max = {self.l_max}], "
+                             f"got {capacity}")
         w = self.short_filter.weight
-        with torch.no_grad():  # the implicit filter does not depend on the length: made once
-            weight = self.filter.toeplitz_weight(capacity)
-        return HyenaState(batch, capacity, w.new_zeros(batch, w.shape[2] - 1, w.shape[0]), weight,
-                          w.new_zeros(batch, capacity, self.d_model))
+        # The implicit filter does not depend on the length: made once, mixed by the C++ OnlineToeplitz.
+        weight = self.filter.toeplitz_weight(capacity)
+        try:
+            long_conv = _C._OnlineToeplitz(weight, None, batch, self.d_model, capacity)
+        except RuntimeError as e:
+            raise ValueError(f"HyenaOperator.start_decoding: {e}") from None
+        return HyenaState(w.new_zeros(batch, w.shape[2] - 1, w.shape[0]), long_conv)
 
     @torch.no_grad()
     def step(self, x, state):
         """x: B x T x d at the state's next positions -> B x T x d, as
         forward() on everything fed so far gives them (inference)."""
-        T, t = x.shape[1], state.position
-        if t + T > state.capacity:
-            raise ValueError(f"HyenaOperator.step: {t} + {T} positions exceed the state's capacity {state.capacity}")
         u = self.in_proj(x)
         window = torch.cat([state.short_inputs, u], 1)
         state.short_inputs = window[:, window.shape[1] - (self.short_filter.weight.shape[2] - 1):]
         c = self.short_filter.weight.shape[0]
         u = F.conv1d(window.transpose(1, 2), self.short_filter.weight, self.short_filter.bias, groups=c).transpose(1, 2)
         x0, x1, v = u.chunk(3, -1)
-        y = online_mix(state.inputs, t, v * x1, state.weight, None)
-        state.position = t + T
+        try:
+            y = state.long_conv.forward(v * x1)
+        except RuntimeError as e:
+            raise ValueError(f"HyenaOperator.step: {e}") from None
         return self.out_proj(y * x0)
 
 
 class HyenaState:
-    """What :meth:`HyenaOperator.step` keeps: the short conv's last inputs,
-    the long filter for the capacity, every gated input so far."""
+    """What :meth:`HyenaOperator.step` keeps: the short conv's last inputs
+    and the long convolution's C++ OnlineToeplitz (every gated input so far)."""
 
-    def __init__(self, batch, capacity, short_inputs, weight, inputs):
-        self.batch, self.capacity, self.position = batch, capacity, 0
-        self.short_inputs, self.weight, self.inputs = short_inputs, weight, inputs
+    def __init__(self, short_inputs, long_conv):
+        self.short_inputs, self.long_conv = short_inputs, long_conv
+
+    @property
+    def position(self):
+        return self.long_conv.position
