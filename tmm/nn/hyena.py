@@ -1,6 +1,7 @@
 """The order-2 Hyena operator as a plain nn.Module, with safari's
-constructor arguments where they exist and the C++ HyenaOperator's
-mathematics, parameter names and init (csrc/models/hyena.cpp): the long
+constructor arguments where they exist, defined by the C++ HyenaOperator
+(csrc/models/hyena.cpp): its configuration is the C++ config reader's, its
+initial values the C++ init's, its decoding the C++ OnlineToeplitz; the long
 convolution by the implicit filter is torch.ops.tmm.causal_toeplitz with
 groups = channels."""
 import math
@@ -10,14 +11,19 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import _C
-from .layers import choice, positive, reset_linear, reset_linear_normal, reset_linear_torch, residual_scale
+from ._cpp import load_initial_values, resolve
+from .layers import positive
 
-# "torch" (the authors' HyenaModel, the zoo's default: torch's default init),
-# "safari" (safari's LM: every Linear N(0, 0.02^2), zero biases, out_proj
-# N(0, (0.02 / sqrt(2 n_layers))^2)), "kaiming" (tmm's former: Kaiming-normal
-# projections, torch's default filter MLP). csrc/models/hyena.cpp.
-INITS = ("torch", "safari", "kaiming")
-SAFARI_STD = 0.02
+# The safari names of the zoo's Hyena keys, for errors that name the argument.
+ARGUMENTS = {"filter_sin_freq": "w", "max_len": "l_max"}
+
+
+def hyena_config(owner, d_model, l_max, n_layers, options):
+    """A zoo Hyena config of these options (None: the C++ default),
+    resolved by the C++ reader (vocab_size is not a layer's: any valid value)."""
+    given = {k: v for k, v in options.items() if v is not None}
+    return resolve(owner, {"arch": "hyena", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers,
+                           "max_len": l_max, **given}, ARGUMENTS)
 
 
 def _feature_dtype(like):
@@ -36,36 +42,27 @@ class HyenaFilter(nn.Module):
     ``init``: the MLP keeps torch's default init, or N(0, 0.02^2) weights and
     zero biases with "safari"."""
 
-    def __init__(self, d_model, l_max, emb_dim=3, filter_order=64, w=1.0, modulate=True, init="torch", device=None,
-                 dtype=None):
+    def __init__(self, d_model, l_max, emb_dim=None, filter_order=None, w=None, modulate=None, init=None,
+                 device=None, dtype=None):
         super().__init__()
-        self.init = choice("HyenaFilter", "init", init, INITS)
-        positive("HyenaFilter", d_model=d_model, l_max=l_max, filter_order=filter_order)
-        if isinstance(emb_dim, bool) or not isinstance(emb_dim, int) or emb_dim < 3 or emb_dim % 2 == 0:
-            raise ValueError(
-                f"HyenaFilter: emb_dim must be odd and >= 3 (time, then cosine and sine bands), got {emb_dim!r}")
-        if not math.isfinite(w) or w == 0:
-            raise ValueError(f"HyenaFilter: w (the sine frequency) must be finite and nonzero, got {w!r}")
-        self.d_model, self.l_max, self.emb_dim, self.modulate = d_model, l_max, emb_dim, bool(modulate)
-        self.sin_freq = float(w)
+        c = self._config = hyena_config("HyenaFilter", d_model, l_max, 1, {
+            "emb_dim": emb_dim, "filter_order": filter_order, "filter_sin_freq": w, "modulate": modulate,
+            "init": init})
+        self.d_model, self.l_max, self.emb_dim, self.modulate = c["d_model"], c["max_len"], c["emb_dim"], c["modulate"]
+        self.init, self.sin_freq = c["init"], c["filter_sin_freq"]
         kw = {"device": device, "dtype": dtype}
-        order = filter_order
-        # torch's default Linear init, as safari's filter MLP keeps it.
-        self.mlp = nn.ModuleList([nn.Linear(emb_dim, order, **kw), nn.Linear(order, order, **kw),
-                                  nn.Linear(order, order, **kw), nn.Linear(order, d_model, bias=False, **kw)])
+        order = c["filter_order"]
+        self.mlp = nn.ModuleList([nn.Linear(self.emb_dim, order, **kw), nn.Linear(order, order, **kw),
+                                  nn.Linear(order, order, **kw), nn.Linear(order, self.d_model, bias=False, **kw)])
         self.freq = nn.Parameter(torch.empty(order, **kw))
-        self.D = nn.Parameter(torch.empty(d_model, **kw))
+        self.D = nn.Parameter(torch.empty(self.d_model, **kw))
         self.reset_parameters()
 
     def reset_parameters(self):
-        for layer in self.mlp:
-            if self.init == "safari":
-                reset_linear_normal(layer, SAFARI_STD)
-            else:
-                reset_linear_torch(layer)
-        with torch.no_grad():
-            self.freq.fill_(self.sin_freq)
-            self.D.normal_()
+        """The C++ filter's init: the MLP torch's default Linear init (as
+        safari's filter keeps it) or "safari"'s N(0, 0.02^2), freq the sine
+        frequency, D N(0, 1); the values of a C++ HyenaFilter, freshly built."""
+        load_initial_values(self, self._config, "filter")
 
     def positional_features(self, L):
         bands = (self.emb_dim - 1) // 2
@@ -111,11 +108,10 @@ class ShortConv(nn.Module):
         self.bias = nn.Parameter(torch.empty(channels, device=device, dtype=dtype))
         self.reset_parameters()
 
-    def reset_parameters(self):  # torch's Conv1d default: U(-1/sqrt(width), 1/sqrt(width))
-        bound = 1.0 / math.sqrt(self.weight.shape[2])
-        with torch.no_grad():
-            self.weight.uniform_(-bound, bound)
-            self.bias.uniform_(-bound, bound)
+    def reset_parameters(self):
+        """torch's Conv1d init (U(+-1/sqrt(width)), as the C++ ShortConv's):
+        torch's own code, on this layer's weight and bias."""
+        nn.Conv1d.reset_parameters(self)
 
     def forward(self, u):
         w = self.weight.shape[2]
@@ -131,51 +127,44 @@ class HyenaOperator(nn.Module):
     filter_order=64, ...)``) where the C++ operator has them: ``emb_dim``,
     ``w`` (the sine frequency, the zoo's filter_sin_freq), ``modulate``, and
     ``short_filter`` (safari's short_filter_order). Only order 2, one head,
-    inner_factor 1 exist here. ``init`` as the zoo Hyena's (``INITS``;
-    "safari" scales out_proj by 1/sqrt(2 ``n_layers``)). Decoding:
+    inner_factor 1 exist here. ``init`` as the zoo Hyena's ("torch",
+    "safari", "kaiming"; "safari" scales out_proj by 1/sqrt(2 ``n_layers``));
+    arguments left None take the C++ defaults. Decoding:
     :meth:`start_decoding`, :meth:`step`.
     """
 
-    def __init__(self, d_model, l_max, order=2, filter_order=64, emb_dim=3, short_filter=3, w=1.0, modulate=True,
-                 init="torch", n_layers=1, device=None, dtype=None):
+    def __init__(self, d_model, l_max, order=2, filter_order=None, emb_dim=None, short_filter=None, w=None,
+                 modulate=None, init=None, n_layers=1, device=None, dtype=None):
         super().__init__()
-        positive("HyenaOperator", d_model=d_model, l_max=l_max, short_filter=short_filter)
         if order != 2:
             raise ValueError(f"HyenaOperator: only order=2 is built (as the zoo's Hyena), got order={order!r}")
-        self.init = choice("HyenaOperator", "init", init, INITS)
-        positive("HyenaOperator", n_layers=n_layers)
-        self.d_model, self.l_max, self.n_layers = d_model, l_max, n_layers
+        c = self._config = hyena_config("HyenaOperator", d_model, l_max, n_layers, {
+            "filter_order": filter_order, "emb_dim": emb_dim, "short_filter": short_filter, "filter_sin_freq": w,
+            "modulate": modulate, "init": init})
+        self.d_model, self.l_max, self.n_layers, self.init = c["d_model"], c["max_len"], c["n_layers"], c["init"]
         kw = {"device": device, "dtype": dtype}
-        self.in_proj = nn.Linear(d_model, 3 * d_model, **kw)
-        self.short_filter = ShortConv(3 * d_model, short_filter, **kw)
-        self.filter = HyenaFilter(d_model, l_max, emb_dim=emb_dim, filter_order=filter_order, w=w,
-                                  modulate=modulate, init="safari" if init == "safari" else "torch", **kw)
-        self.out_proj = nn.Linear(d_model, d_model, **kw)
+        d = self.d_model
+        self.in_proj = nn.Linear(d, 3 * d, **kw)
+        self.short_filter = ShortConv(3 * d, c["short_filter"], **kw)
+        self.filter = HyenaFilter(d, self.l_max, emb_dim=c["emb_dim"], filter_order=c["filter_order"],
+                                  w=c["filter_sin_freq"], modulate=c["modulate"],
+                                  init="safari" if self.init == "safari" else "torch", **kw)
+        self.out_proj = nn.Linear(d, d, **kw)
         self.reset_parameters()
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
-        """The operator of a zoo Hyena config dict."""
-        return cls(config["d_model"], config["max_len"], filter_order=config.get("filter_order", 64),
-                   emb_dim=config.get("emb_dim", 3), short_filter=config.get("short_filter", 3),
-                   w=config.get("filter_sin_freq", 1.0), modulate=config.get("modulate", True),
-                   init=config.get("init", "torch"), n_layers=config.get("n_layers", 1) or 1,
-                   device=device, dtype=dtype)
+        """The operator of a zoo Hyena config dict (validated and completed by
+        the C++ config reader)."""
+        c = resolve("HyenaOperator.from_config", config)
+        return cls(c["d_model"], c["max_len"], filter_order=c["filter_order"], emb_dim=c["emb_dim"],
+                   short_filter=c["short_filter"], w=c["filter_sin_freq"], modulate=c["modulate"], init=c["init"],
+                   n_layers=c["n_layers"], device=device, dtype=dtype)
 
     def reset_parameters(self):
-        """The C++ operator's init for ``init`` (the one place it lives)."""
-        self.short_filter.reset_parameters()
-        self.filter.reset_parameters()
-        for layer in (self.in_proj, self.out_proj):
-            if self.init == "kaiming":
-                reset_linear(layer)
-            elif self.init == "torch":
-                reset_linear_torch(layer)
-            else:
-                reset_linear_normal(layer, SAFARI_STD)
-        if self.init == "safari":
-            with torch.no_grad():
-                self.out_proj.weight.mul_(residual_scale(self.n_layers))
+        """The C++ operator's init for ``init``: the values of a C++
+        HyenaOperator of this configuration, freshly built."""
+        load_initial_values(self, self._config, "mixer")
 
     def forward(self, x):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
