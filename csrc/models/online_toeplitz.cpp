@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include "tmm/ops.h"
 
@@ -16,6 +17,15 @@ at::Tensor causal_matrix_mix(const at::Tensor& x, const at::Tensor& matrix, cons
   y = y + bias.narrow(1, 0, L).t().reshape({1, L, G, 1});
   return y.reshape({B, L, C});
 }
+
+// The masked mixer as the op torch.ops.tmm.causal_matrix_mix, so that tmm.nn's
+// ToeplitzMixer computes with this one definition; CompositeImplicitAutograd:
+// its autograd, shapes (Meta) and compiled graphs come from the ATen ops above.
+TORCH_LIBRARY_FRAGMENT(tmm, m) {
+  m.def("causal_matrix_mix(Tensor x, Tensor matrix, Tensor bias) -> Tensor", {at::Tag::pt2_compliant_tag});
+}
+
+TORCH_LIBRARY_IMPL(tmm, CompositeImplicitAutograd, m) { m.impl("causal_matrix_mix", &causal_matrix_mix); }
 
 OnlineToeplitz::OnlineToeplitz(Kind kind, at::Tensor weight, at::Tensor bias, int64_t batch, int64_t channels,
                                int64_t capacity, bool fast)

@@ -4,7 +4,6 @@ constructor arguments where they exist, defined by the C++ HyenaOperator
 initial values the C++ init's, its decoding the C++ OnlineToeplitz; the long
 convolution by the implicit filter is torch.ops.tmm.causal_toeplitz with
 groups = channels."""
-import math
 
 import torch
 from torch import nn
@@ -24,16 +23,6 @@ def hyena_config(owner, d_model, l_max, n_layers, options):
     given = {k: v for k, v in options.items() if v is not None}
     return resolve(owner, {"arch": "hyena", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers,
                            "max_len": l_max, **given}, ARGUMENTS)
-
-
-def _feature_dtype(like):
-    # Positions in float32 (float64 for a float64 filter): bf16 cannot count to 512.
-    return torch.float64 if like.dtype == torch.float64 else torch.float32
-
-
-def _normalized_time(L, max_len, like):
-    p = torch.arange(L, device=like.device, dtype=_feature_dtype(like))
-    return p / (max_len - 1) if max_len > 1 else p * 0.0
 
 
 class HyenaFilter(nn.Module):
@@ -64,35 +53,12 @@ class HyenaFilter(nn.Module):
         frequency, D N(0, 1); the values of a C++ HyenaFilter, freshly built."""
         load_initial_values(self, self._config, "filter")
 
-    def positional_features(self, L):
-        bands = (self.emb_dim - 1) // 2
-        t = _normalized_time(L, self.l_max, self.freq).unsqueeze(1)
-        w = torch.arange(L, device=self.freq.device, dtype=t.dtype).unsqueeze(1) * (2.0 * math.pi / self.l_max)
-        f = torch.linspace(1e-4, bands - 1, bands, device=t.device, dtype=t.dtype).unsqueeze(0)
-        fw = w * f
-        return torch.cat([t, torch.cos(fw), -torch.sin(fw)], 1)  # L x emb_dim
-
-    def decay(self, L):
-        if not self.modulate:
-            return torch.ones(L, self.d_model, device=self.freq.device, dtype=_feature_dtype(self.freq))
-        # Channel c decays to 1e-2 at t between 1.5 (slowest, c = 0) and 0.3 (fastest, c = d-1).
-        max_decay, min_decay = math.log(1e-2) / 0.3, math.log(1e-2) / 1.5
-        t = _normalized_time(L, self.l_max, self.freq).unsqueeze(1)
-        deltas = torch.linspace(min_decay, max_decay, self.d_model, device=t.device, dtype=t.dtype).abs()
-        return torch.exp(-t * deltas.unsqueeze(0))  # L x d
-
-    def implicit_filter(self, L):
-        """d x L: the filter h of each channel."""
-        h = self.positional_features(L).to(self.freq.dtype)
-        for layer in self.mlp[:-1]:
-            h = torch.sin(self.freq * layer(h))
-        h = self.mlp[-1](h) * self.decay(L).to(self.freq.dtype)
-        return h.t()
-
     def toeplitz_weight(self, L):
-        """d x 1 x L: h with D added at lag 0, the op's weight."""
-        h = self.implicit_filter(L)
-        return torch.cat([h[:, :1] + self.D.unsqueeze(1), h[:, 1:]], 1).unsqueeze(1)
+        """d x 1 x L: the filter h of each channel (positional features ->
+        MLP with sines -> decay) with D added at lag 0, the op's weight:
+        torch.ops.tmm.hyena_filter, the C++ HyenaFilter's definition."""
+        mlp = [t for layer in self.mlp for t in (layer.weight, layer.bias) if t is not None]
+        return torch.ops.tmm.hyena_filter(mlp, self.freq, self.D, L, self.l_max, self.modulate)
 
     def forward(self, v):  # y[b,t,c] = sum_{s<=t} h[c,t-s] v[b,s,c] + D[c] v[b,t,c]
         return torch.ops.tmm.causal_toeplitz(v, self.toeplitz_weight(v.shape[1]), None)

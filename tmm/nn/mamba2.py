@@ -3,9 +3,9 @@ constructor arguments, defined by the C++ Mamba2Mixer (csrc/models/mamba2.cpp):
 its configuration is the C++ config reader's, its initial values the C++
 init's, its decoding the C++ decoder's. Forward: in_proj -> [z, xBC, dt],
 causal depthwise conv + SiLU, the chunked SSD scan, + D x, gated RMSNorm,
-out_proj."""
+out_proj, the conv, scan and norm being the C++ definitions as ops
+(torch.ops.tmm.mamba2_*)."""
 import json
-import math
 
 import torch
 from torch import nn
@@ -17,73 +17,6 @@ from ._cpp import initial_values, load_initial_values, resolve
 NORM_EPS = 1e-5  # mamba_ssm's RMSNormGated eps (the C++ kNormEps: a constant of the forward, not of the config)
 
 
-def segsum(x):
-    """... x T -> ... x T x T: out[..., i, j] = x[j+1] + ... + x[i] for i >= j,
-    -inf above the diagonal (summed, not differenced, as the C++ segsum)."""
-    T = x.shape[-1]
-    idx = torch.arange(T, device=x.device)
-    i, j = idx.unsqueeze(1), idx.unsqueeze(0)
-    terms = x.unsqueeze(-1).expand(*x.shape, T).masked_fill(i <= j, 0)
-    return terms.cumsum(-2).masked_fill(i < j, -math.inf)
-
-
-def ssd_chunked(x, dt, A, B, C, chunk_size, return_final_state=False):
-    """The SSD scan from a zero state: x b x L x H x P, dt b x L x H, A H,
-    B and C b x L x G x N (G divides H). Returns y (b x L x H x P) and, if
-    asked, the final state b x H x P x N."""
-    bsz, L, H, P = x.shape
-    G, N = B.shape[2], B.shape[3]
-    R = H // G
-    if L == 0:
-        y = torch.zeros_like(x)
-        return (y, x.new_zeros(bsz, H, P, N)) if return_final_state else y
-    Q = chunk_size
-    nc = (L + Q - 1) // Q
-    pad = nc * Q - L
-    Xd, Ad, Bp, Cp = x * dt.unsqueeze(-1), dt * A, B, C
-    if pad:  # zero tail: no input, no decay; earlier outputs untouched
-        Xd = F.pad(Xd, (0, 0, 0, 0, 0, pad))
-        Ad = F.pad(Ad, (0, 0, 0, pad))
-        Bp = F.pad(B, (0, 0, 0, 0, 0, pad))
-        Cp = F.pad(C, (0, 0, 0, 0, 0, pad))
-    X = Xd.reshape(bsz, nc, Q, G, R, P)
-    Ac = Ad.reshape(bsz, nc, Q, G, R).permute(0, 3, 4, 1, 2)  # b g r c l
-    Bc, Cc = Bp.reshape(bsz, nc, Q, G, N), Cp.reshape(bsz, nc, Q, G, N)
-    Acum = Ac.cumsum(-1)
-    # 1. inside each chunk
-    decay_in = segsum(Ac).exp().permute(0, 3, 1, 2, 4, 5)  # b c g r l s
-    CB = torch.einsum("bclgn,bcsgn->bcgls", Cc, Bc)
-    Y_diag = torch.einsum("bcgrls,bcsgrp->bclgrp", CB.unsqueeze(3) * decay_in, X)
-    # 2. the state each chunk leaves behind
-    decay_to_end = (Acum[..., Q - 1:Q] - Acum).exp()
-    Xw = X * decay_to_end.permute(0, 3, 4, 1, 2).unsqueeze(-1)
-    states = torch.einsum("bclgn,bclgrp->bcgrpn", Bc, Xw)
-    # 3. across chunks
-    states = torch.cat([torch.zeros_like(states[:, :1]), states], 1)
-    chunk_decay = F.pad(Acum[..., Q - 1], (1, 0))
-    decay_across = segsum(chunk_decay).exp()
-    entering_all = torch.einsum("bgrzc,bcgrpn->bzgrpn", decay_across, states)
-    entering = entering_all[:, :nc]
-    # 4. each entering state's contribution
-    decay_from_start = Acum.exp().permute(0, 3, 4, 1, 2).unsqueeze(-1)
-    Y_off = torch.einsum("bclgn,bcgrpn->bclgrp", Cc, entering) * decay_from_start
-    y = (Y_diag + Y_off).reshape(bsz, nc * Q, H, P)[:, :L]
-    if return_final_state:
-        return y, entering_all[:, nc].reshape(bsz, H, P, N).clone()
-    return y
-
-
-def causal_depthwise_conv1d(x, weight, bias):
-    """B x L x C, weight C x 1 x K, bias C -> B x L x C (K-1 zeros before t = 0)."""
-    L, K = x.shape[1], weight.shape[2]
-    w = weight[:, 0].to(x.dtype)
-    xp = F.pad(x, (0, 0, K - 1, 0))
-    y = bias.to(x.dtype).expand_as(x)
-    for k in range(K):
-        y = y + xp[:, k:k + L] * w[:, k]
-    return y
-
-
 class GatedRMSNorm(nn.Module):
     """RMSNorm of y * silu(z) in ``groups`` groups, times ``weight``."""
 
@@ -93,10 +26,7 @@ class GatedRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
 
     def forward(self, y, z):
-        D = y.shape[-1]
-        g = (y * F.silu(z)).reshape(*y.shape[:-1], self.groups, D // self.groups)
-        normed = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.eps)
-        return normed.reshape(y.shape) * self.weight.to(y.dtype)
+        return torch.ops.tmm.mamba2_gated_rms_norm(y, z, self.weight, self.groups, self.eps)
 
 
 class Mamba2Mixer(nn.Module):
@@ -176,10 +106,10 @@ class Mamba2Mixer(nn.Module):
     def forward(self, u):
         self._check_input(u)
         z, xBC, dt = self._split(u)
-        xBC = F.silu(causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias))
+        xBC = F.silu(torch.ops.tmm.mamba2_causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias))
         GN = self.ngroups * self.d_state
         ct, x, Bm, Cm, dt, A = self._scan_inputs(xBC.split([self.d_inner, GN, GN], -1), dt, u.dtype)
-        return self._finish(ssd_chunked(x, dt, A, Bm, Cm, self.chunk_size), x, z, ct, u)
+        return self._finish(torch.ops.tmm.mamba2_ssd_chunked(x, dt, A, Bm, Cm, self.chunk_size), x, z, ct, u)
 
     @torch.no_grad()
     def start_decoding(self, batch, capacity=None):

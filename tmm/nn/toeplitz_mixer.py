@@ -15,13 +15,8 @@ VARIANTS = ("toeplitz", "expanded", "frozen", "masked")
 def causal_matrix_mix(x, matrix, bias):
     """y[b,t,g,:] = sum_{s<=t} M[g,t,s] x[b,s,g,:] + bias[g,t] over the first L
     rows and columns of the G x N x N matrix M (its upper triangle ignored):
-    the "masked" mixer, as tmm::models::causal_matrix_mix computes it."""
-    B, L, C = x.shape
-    G = matrix.shape[0]
-    M = matrix[:, :L, :L].tril()
-    y = torch.einsum("gts,bsgc->btgc", M, x.reshape(B, L, G, C // G))
-    y = y + bias[:, :L].t().reshape(1, L, G, 1)
-    return y.reshape(B, L, C)
+    the "masked" mixer, torch.ops.tmm.causal_matrix_mix (csrc/models/online_toeplitz.cpp)."""
+    return torch.ops.tmm.causal_matrix_mix(x, matrix, bias)
 
 
 class ToeplitzMixer(nn.Module):
