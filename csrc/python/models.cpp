@@ -23,6 +23,7 @@
 #include "tmm/models/checkpoint.h"
 #include "tmm/models/decoding.h"
 #include "tmm/models/generation.h"
+#include "tmm/models/hyena.h"
 #include "tmm/models/language_model.h"
 #include "tmm/models/mamba2.h"
 
@@ -48,6 +49,37 @@ std::shared_ptr<torch::nn::Module> submodule(LanguageModel& m, const std::string
   return *found;
 }
 
+// make(): a C++ module about to compute with a drop-in layer's tensors, so
+// its own initial values are thrown away: their draws are undone, leaving
+// the global generator as it was.
+template <class Make>
+auto without_draws(Make make) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  const auto saved = gen.get_state();
+  auto made = make();
+  gen.set_state(saved);
+  return made;
+}
+
+// The C++ ShortConv's decoding on a drop-in layer's weight and bias, with its
+// previous inputs: tmm.nn's HyenaOperator.step runs it.
+struct ShortConvDecoder {
+  tmm::models::ShortConv conv{nullptr};
+  at::Tensor last;  // B x (w-1) x C
+};
+
+std::unique_ptr<ShortConvDecoder> make_short_conv_decoder(const at::Tensor& weight, const at::Tensor& bias,
+                                                          int64_t batch) {
+  TORCH_CHECK(batch >= 1, "decode batch must be >= 1, got ", batch);
+  TORCH_CHECK(weight.dim() == 3 && weight.size(1) == 1, "ShortConv: weight must be C x 1 x w, got ", weight.sizes());
+  auto d = std::make_unique<ShortConvDecoder>();
+  d->conv = without_draws([&] { return tmm::models::ShortConv(weight.size(0), weight.size(2)); });
+  d->conv->weight = weight;
+  d->conv->bias = bias;
+  d->last = at::zeros({batch, weight.size(2) - 1, weight.size(0)}, weight.options());
+  return d;
+}
+
 // A C++ Mamba2Mixer computing with a drop-in layer's own tensors, and its
 // decoding state: tmm.nn's Mamba2Mixer.step runs the C++ decoder through it.
 struct Mamba2Decoder {
@@ -65,13 +97,8 @@ std::unique_ptr<Mamba2Decoder> make_mamba2_decoder(const std::string& config_jso
     return it->second;
   };
   auto d = std::make_unique<Mamba2Decoder>();
-  {
-    // Its own init's draws are discarded: the global generator is left as it was.
-    auto gen = at::detail::getDefaultCPUGenerator();
-    const auto saved = gen.get_state();
-    d->mixer = tmm::models::Mamba2Mixer(tmm::models::Mamba2Config::from_json_text(config_json));
-    gen.set_state(saved);
-  }
+  const auto config = tmm::models::Mamba2Config::from_json_text(config_json);
+  d->mixer = without_draws([&] { return tmm::models::Mamba2Mixer(config); });
   auto& mx = *d->mixer;
   mx.in_proj->weight = get("in_proj.weight");
   mx.conv1d->weight = get("conv1d.weight");
@@ -214,6 +241,11 @@ void bind_models(py::module& m) {
            "B x T x C at the next T positions -> B x T x C")
       .def_property_readonly("position", &OnlineToeplitz::position)
       .def_property_readonly("state_bytes", &OnlineToeplitz::state_bytes);
+  py::class_<ShortConvDecoder>(m, "_ShortConvDecoder", "The C++ ShortConv's decoding over a drop-in layer's tensors")
+      .def(py::init(&make_short_conv_decoder), py::arg("weight"), py::arg("bias"), py::arg("batch"))
+      .def(
+          "forward", [](ShortConvDecoder& d, const at::Tensor& u) { return d.conv->decode(u, d.last); }, py::arg("u"),
+          py::call_guard<py::gil_scoped_release>(), "B x T x C at the next positions -> B x T x C");
   py::class_<Mamba2Decoder>(m, "_Mamba2Decoder", "The C++ Mamba2 decoder over a drop-in layer's tensors")
       .def(py::init(&make_mamba2_decoder), py::arg("config_json"), py::arg("tensors"), py::arg("batch"))
       .def(

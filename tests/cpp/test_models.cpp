@@ -147,7 +147,8 @@ TEST_CASE("resolve_config spells out the config build_model uses; build_part bui
     for (const auto& item : model->named_parameters())
       if (item.key().rfind("blocks.0.mixer.", 0) == 0)
         in_model.push_back(item.key().substr(15) + " " + c10::str(item.value().sizes()));
-    for (const auto& item : mixer->named_parameters()) alone.push_back(item.key() + " " + c10::str(item.value().sizes()));
+    for (const auto& item : mixer->named_parameters())
+      alone.push_back(item.key() + " " + c10::str(item.value().sizes()));
     CHECK(alone == in_model);
   }
 }

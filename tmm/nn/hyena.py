@@ -145,30 +145,25 @@ class HyenaOperator(nn.Module):
 
     @torch.no_grad()
     def start_decoding(self, batch, capacity):
-        """A decoding state for :meth:`step` (capacity <= l_max)."""
+        """A decoding state for :meth:`step` (capacity <= l_max): the C++
+        ShortConv's and OnlineToeplitz's, over this layer's tensors."""
         if not 1 <= capacity <= self.l_max:
             raise ValueError(f"HyenaOperator.start_decoding: capacity must be in [1, l_max = {self.l_max}], "
                              f"got {capacity}")
-        w = self.short_filter.weight
-        # The implicit filter does not depend on the length: made once, mixed by the C++ OnlineToeplitz.
+        # The implicit filter does not depend on the length: made once.
         weight = self.filter.toeplitz_weight(capacity)
         try:
-            long_conv = _C._OnlineToeplitz(weight, None, batch, self.d_model, capacity)
+            return HyenaState(_C._ShortConvDecoder(self.short_filter.weight, self.short_filter.bias, batch),
+                              _C._OnlineToeplitz(weight, None, batch, self.d_model, capacity))
         except RuntimeError as e:
             raise ValueError(f"HyenaOperator.start_decoding: {e}") from None
-        return HyenaState(w.new_zeros(batch, w.shape[2] - 1, w.shape[0]), long_conv)
 
     @torch.no_grad()
     def step(self, x, state):
         """x: B x T x d at the state's next positions -> B x T x d, as
         forward() on everything fed so far gives them (inference)."""
-        u = self.in_proj(x)
-        window = torch.cat([state.short_inputs, u], 1)
-        state.short_inputs = window[:, window.shape[1] - (self.short_filter.weight.shape[2] - 1):]
-        c = self.short_filter.weight.shape[0]
-        u = F.conv1d(window.transpose(1, 2), self.short_filter.weight, self.short_filter.bias, groups=c).transpose(1, 2)
-        x0, x1, v = u.chunk(3, -1)
         try:
+            x0, x1, v = state.short_conv.forward(self.in_proj(x)).chunk(3, -1)
             y = state.long_conv.forward(v * x1)
         except RuntimeError as e:
             raise ValueError(f"HyenaOperator.step: {e}") from None
@@ -176,11 +171,11 @@ class HyenaOperator(nn.Module):
 
 
 class HyenaState:
-    """What :meth:`HyenaOperator.step` keeps: the short conv's last inputs
-    and the long convolution's C++ OnlineToeplitz (every gated input so far)."""
+    """What :meth:`HyenaOperator.step` keeps: the C++ decoders of the short
+    conv (its last inputs) and of the long convolution (every gated input)."""
 
-    def __init__(self, short_inputs, long_conv):
-        self.short_inputs, self.long_conv = short_inputs, long_conv
+    def __init__(self, short_conv, long_conv):
+        self.short_conv, self.long_conv = short_conv, long_conv
 
     @property
     def position(self):
