@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <torch/library.h>
 #include <torch/nn/init.h>
 
 #include "models/config_reader.h"
@@ -26,6 +27,31 @@ constexpr OptionName<HyenaInit> kInitNames[] = {
 torch::nn::Linear hyena_linear(const HyenaConfig& c, int64_t in, int64_t out, bool bias) {
   if (c.init == HyenaInit::Kaiming) return make_linear(in, out, bias);
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+// "safari": safari's _init_weights (long_conv_lm.py), applied to every
+// module: Linear (and Embedding, by the model) N(0, 0.02^2), biases zero;
+// then the residual branches' out_proj.weight and fc2.weight (ffn_out here)
+// N(0, (0.02 / sqrt(2 n_layers))^2). The model draws its head last, so tying
+// changes no other initial value.
+constexpr double kSafariStd = 0.02;
+
+void safari_init(torch::nn::Module& m, int64_t n_layers) {
+  torch::NoGradGuard no_grad;
+  for (const auto& sub : m.modules(/*include_self=*/false)) {
+    if (auto* linear = sub->as<torch::nn::LinearImpl>()) {
+      torch::nn::init::normal_(linear->weight, 0.0, kSafariStd);
+      if (linear->bias.defined()) linear->bias.zero_();
+    }
+  }
+  const double residual_std = kSafariStd / std::sqrt(2.0 * double(std::max<int64_t>(n_layers, 1)));
+  // In registration order: each block's out_proj, then its ffn_out.
+  for (const auto& item : m.named_modules("", /*include_self=*/false)) {
+    const std::string& name = item.key();
+    const std::string leaf = name.substr(name.rfind('.') + 1);  // the whole name when it has no '.'
+    if (leaf == "out_proj" || leaf == "ffn_out")
+      torch::nn::init::normal_(item.value()->as<torch::nn::LinearImpl>()->weight, 0.0, residual_std);
+  }
 }
 
 }  // namespace
@@ -89,55 +115,98 @@ HyenaFilterImpl::HyenaFilterImpl(const HyenaConfig& c) : c_(c) {
 
 constexpr double kPi = 3.14159265358979323846;
 
+namespace {
+
 // Positions are computed in float32 (float64 for a float64 filter): bf16
 // cannot even count to 512.
-static at::TensorOptions feature_options(const at::Tensor& like) {
+at::TensorOptions feature_options(const at::Tensor& like) {
   return like.options().dtype(like.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
 }
 
 // t_p = p / (max_len - 1): the first of the positional features and the
 // time of the decay (safari's linspace(0, 1, max_len)[:L]).
-static at::Tensor normalized_time(int64_t L, int64_t max_len, const at::TensorOptions& opt) {
+at::Tensor normalized_time(int64_t L, int64_t max_len, const at::TensorOptions& opt) {
   const at::Tensor p = at::arange(L, opt);
   return max_len > 1 ? p / double(max_len - 1) : p * 0.0;  // L
 }
 
-at::Tensor HyenaFilterImpl::positional_features(int64_t L) const {
-  const auto opt = feature_options(freq);
-  const int64_t bands = (c_.emb_dim - 1) / 2;
-  const at::Tensor t = normalized_time(L, c_.max_len, opt).unsqueeze(1);              // L x 1
-  const at::Tensor w = at::arange(L, opt).unsqueeze(1) * (2.0 * kPi / double(c_.max_len));  // L x 1
+at::Tensor positional_features(int64_t L, int64_t max_len, int64_t emb_dim, const at::TensorOptions& opt) {
+  const int64_t bands = (emb_dim - 1) / 2;
+  const at::Tensor t = normalized_time(L, max_len, opt).unsqueeze(1);                    // L x 1
+  const at::Tensor w = at::arange(L, opt).unsqueeze(1) * (2.0 * kPi / double(max_len));  // L x 1
   const at::Tensor f = at::linspace(1e-4, double(bands - 1), bands, opt).unsqueeze(0);  // 1 x bands
   const at::Tensor fw = w * f;                                                           // L x bands
   return at::cat({t, at::cos(fw), -at::sin(fw)}, 1);                                     // L x emb_dim
 }
 
-at::Tensor HyenaFilterImpl::decay(int64_t L) const {
-  const auto opt = feature_options(freq);
-  if (!c_.modulate) return at::ones({L, c_.d_model}, opt);
+at::Tensor decay(int64_t L, int64_t max_len, int64_t d, bool modulate, const at::TensorOptions& opt) {
+  if (!modulate) return at::ones({L, d}, opt);
   // Channel c decays to 1e-2 at t between 1.5 (slowest, c = 0) and 0.3 (fastest, c = d-1).
   const double target = 1e-2, fast_decay_pct = 0.3, slow_decay_pct = 1.5;
   const double max_decay = std::log(target) / fast_decay_pct, min_decay = std::log(target) / slow_decay_pct;
-  const at::Tensor deltas = at::linspace(min_decay, max_decay, c_.d_model, opt).abs();  // d
-  const at::Tensor t = normalized_time(L, c_.max_len, opt).unsqueeze(1);              // L x 1
-  return at::exp(-t * deltas.unsqueeze(0));                                            // L x d
+  const at::Tensor deltas = at::linspace(min_decay, max_decay, d, opt).abs();  // d
+  const at::Tensor t = normalized_time(L, max_len, opt).unsqueeze(1);         // L x 1
+  return at::exp(-t * deltas.unsqueeze(0));                                   // L x d
+}
+
+// The d x L filter h (without D) from the MLP's tensors {w0, b0, w1, b1, w2, b2, w3}.
+at::Tensor implicit_filter(at::TensorList mlp, const at::Tensor& freq, int64_t L, int64_t max_len, bool modulate) {
+  TORCH_CHECK(mlp.size() == 7, "hyena_filter: mlp must be the 7 tensors w0, b0, w1, b1, w2, b2, w3, got ", mlp.size());
+  const at::ScalarType dtype = freq.scalar_type();
+  const auto opt = feature_options(freq);
+  at::Tensor h = positional_features(L, max_len, mlp[0].size(1), opt).to(dtype);  // L x emb_dim
+  for (size_t i = 0; i < 3; ++i) h = at::sin(freq * at::linear(h, mlp[2 * i], mlp[2 * i + 1]));  // L x F
+  h = at::linear(h, mlp[6]);                                                                       // L x d
+  h = h * decay(L, max_len, mlp[6].size(0), modulate, opt).to(dtype);
+  return h.t();  // d x L
+}
+
+// The d x 1 x L causal_toeplitz weight: h with D added to the lag-0 tap;
+// the op torch.ops.tmm.hyena_filter.
+at::Tensor hyena_filter(at::TensorList mlp, const at::Tensor& freq, const at::Tensor& D, int64_t L, int64_t max_len,
+                        bool modulate) {
+  TORCH_CHECK(L >= 1, "HyenaFilter: expected a filter length >= 1, got ", L);
+  const at::Tensor h = implicit_filter(mlp, freq, L, max_len, modulate);  // d x L
+  const at::Tensor lag0 = h.narrow(1, 0, 1) + D.unsqueeze(1);               // d x 1: h[:, 0] + D
+  return at::cat({lag0, h.narrow(1, 1, L - 1)}, 1).unsqueeze(1);            // d x 1 x L
+}
+
+}  // namespace
+
+// So that tmm.nn's HyenaFilter computes with this one definition;
+// CompositeImplicitAutograd: its autograd, shapes (Meta) and compiled graphs
+// come from the ATen ops it is made of.
+TORCH_LIBRARY_FRAGMENT(tmm, m) {
+  m.def("hyena_filter(Tensor[] mlp, Tensor freq, Tensor D, int length, int max_len, bool modulate) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
+}
+
+TORCH_LIBRARY_IMPL(tmm, CompositeImplicitAutograd, m) { m.impl("hyena_filter", &hyena_filter); }
+
+std::vector<at::Tensor> HyenaFilterImpl::mlp_tensors() const {
+  std::vector<at::Tensor> out;
+  for (const auto& layer : *mlp) {
+    const auto& linear = *layer->as<torch::nn::Linear>();
+    out.push_back(linear.weight);
+    if (linear.bias.defined()) out.push_back(linear.bias);
+  }
+  return out;
+}
+
+at::Tensor HyenaFilterImpl::positional_features(int64_t L) const {
+  return tmm::models::positional_features(L, c_.max_len, c_.emb_dim, feature_options(freq));
+}
+
+at::Tensor HyenaFilterImpl::decay(int64_t L) const {
+  return tmm::models::decay(L, c_.max_len, c_.d_model, c_.modulate, feature_options(freq));
 }
 
 at::Tensor HyenaFilterImpl::implicit_filter(int64_t L) {
-  const at::ScalarType dtype = freq.scalar_type();
-  at::Tensor h = positional_features(L).to(dtype);  // L x emb_dim
-  const size_t n = mlp->size();
-  for (size_t i = 0; i + 1 < n; ++i) h = at::sin(freq * mlp[i]->as<torch::nn::Linear>()->forward(h));  // L x F
-  h = mlp[n - 1]->as<torch::nn::Linear>()->forward(h);                                                 // L x d
-  h = h * decay(L).to(dtype);
-  return h.t();                                                   // d x L
+  return tmm::models::implicit_filter(mlp_tensors(), freq, L, c_.max_len, c_.modulate);
 }
 
 at::Tensor HyenaFilterImpl::toeplitz_weight(int64_t L) {
-  TORCH_CHECK(L >= 1, "HyenaFilter: expected a filter length >= 1, got ", L);
-  const at::Tensor h = implicit_filter(L);                              // d x L
-  const at::Tensor lag0 = h.narrow(1, 0, 1) + D.unsqueeze(1);           // d x 1: h[:, 0] + D
-  return at::cat({lag0, h.narrow(1, 1, L - 1)}, 1).unsqueeze(1);        // d x 1 x L
+  return hyena_filter(mlp_tensors(), freq, D, L, c_.max_len, c_.modulate);
 }
 
 at::Tensor HyenaFilterImpl::forward(const at::Tensor& v) {
@@ -275,33 +344,17 @@ HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
   if (config.final_norm)
     set_final_norm("final_norm",
                    torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}))));
-  // "safari": safari's _init_weights (long_conv_lm.py), applied to every
-  // module: Linear and Embedding N(0, 0.02^2), biases zero; then the residual
-  // branches' out_proj.weight and fc2.weight (ffn_out here) N(0, (0.02 /
-  // sqrt(2 n_layers))^2). The head is drawn last, so tying changes no other
-  // initial value.
   const bool safari = config.init == HyenaInit::Safari;
-  constexpr double kStd = 0.02;
   if (safari) {
     torch::NoGradGuard no_grad;
-    torch::nn::init::normal_(embedding()->weight, 0.0, kStd);
-    for (const auto& m : modules(/*include_self=*/false)) {
-      if (auto* linear = m->as<torch::nn::LinearImpl>()) {
-        torch::nn::init::normal_(linear->weight, 0.0, kStd);
-        if (linear->bias.defined()) linear->bias.zero_();
-      }
-    }
-    const double residual_std = kStd / std::sqrt(2.0 * double(std::max<int64_t>(config.n_layers, 1)));
-    for (int64_t i = 0; i < config.n_layers; ++i) {
-      torch::nn::init::normal_(block(i)->mixer->out_proj->weight, 0.0, residual_std);
-      torch::nn::init::normal_(block(i)->ffn_out->weight, 0.0, residual_std);
-    }
+    torch::nn::init::normal_(embedding()->weight, 0.0, kSafariStd);
+    safari_init(*this, config.n_layers);
   }
   add_head([&] {
     torch::nn::Linear head = hyena_linear(config, config.d_model, config.vocab_size, false);
     if (safari) {
       torch::NoGradGuard no_grad;
-      torch::nn::init::normal_(head->weight, 0.0, kStd);
+      torch::nn::init::normal_(head->weight, 0.0, kSafariStd);
     }
     return head;
   });
@@ -313,8 +366,23 @@ DecodeMethod HyenaModel::resolve_decode_method(DecodeMethod requested, int64_t c
   return long_conv_decode_method(requested, capacity);
 }
 
-static ModelRegistration registration(HyenaConfig::kArch, [](const nlohmann::json& config) {
-  return std::make_shared<HyenaModel>(HyenaConfig::from_json_text(config.dump()));
-});
+// Parts "filter", "mixer" and "block": tmm.nn's HyenaFilter, HyenaOperator
+// and MixerBlock take their initial values from them ("safari" applied to the part).
+static std::shared_ptr<torch::nn::Module> build_hyena_part(const nlohmann::json& config, const std::string& part) {
+  const HyenaConfig c = HyenaConfig::from_json_text(config.dump());
+  std::shared_ptr<torch::nn::Module> built;
+  if (part == "filter") built = HyenaFilter(c).ptr();
+  if (part == "mixer") built = HyenaOperator(c).ptr();
+  if (part == "block") built = HyenaBlock(c).ptr();
+  if (built && c.init == HyenaInit::Safari) safari_init(*built, c.n_layers);
+  return built;
+}
+
+static ModelRegistration registration(
+    HyenaConfig::kArch,
+    [](const nlohmann::json& config) {
+      return std::make_shared<HyenaModel>(HyenaConfig::from_json_text(config.dump()));
+    },
+    resolver_of<HyenaConfig>(), build_hyena_part);
 
 }  // namespace tmm::models

@@ -14,9 +14,15 @@
 namespace tmm::models {
 namespace {
 
-std::map<std::string, ModelBuilder>& registry() {
-  static std::map<std::string, ModelBuilder> builders;
-  return builders;
+struct Architecture {
+  ModelBuilder build;
+  ConfigResolver resolve;
+  PartBuilder parts;
+};
+
+std::map<std::string, Architecture>& registry() {
+  static std::map<std::string, Architecture> archs;
+  return archs;
 }
 
 std::mutex& registry_mutex() {
@@ -24,11 +30,30 @@ std::mutex& registry_mutex() {
   return m;
 }
 
+// The parsed config and its architecture's registration; errors name "arch".
+std::pair<nlohmann::json, Architecture> find_architecture(const std::string& config_json) {
+  nlohmann::json config = parse_config_text(config_json, "model config");
+  TORCH_CHECK(config.is_object(), "model config: expected a JSON object, got ", config.type_name());
+  TORCH_CHECK(config.contains("arch") && config["arch"].is_string(),
+              "model config: missing string key \"arch\" (one of ", c10::Join(", ", architectures()), ")");
+  const std::string arch = config["arch"].get<std::string>();
+  Architecture found;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = registry().find(arch);
+    if (it != registry().end()) found = it->second;
+  }
+  TORCH_CHECK(found.build, "model config: unknown \"arch\" \"", arch, "\" (known: ", c10::Join(", ", architectures()),
+              ")");
+  return {std::move(config), std::move(found)};
+}
+
 }  // namespace
 
-ModelRegistration::ModelRegistration(const std::string& arch, ModelBuilder builder) {
+ModelRegistration::ModelRegistration(const std::string& arch, ModelBuilder builder, ConfigResolver resolve,
+                                     PartBuilder parts) {
   std::lock_guard<std::mutex> lock(registry_mutex());
-  registry()[arch] = std::move(builder);
+  registry()[arch] = {std::move(builder), std::move(resolve), std::move(parts)};
 }
 
 std::vector<std::string> architectures() {
@@ -39,21 +64,21 @@ std::vector<std::string> architectures() {
 }
 
 std::shared_ptr<LanguageModel> build_model(const std::string& config_json) {
-  const nlohmann::json config = parse_config_text(config_json, "model config");
-  TORCH_CHECK(config.is_object(), "model config: expected a JSON object, got ", config.type_name());
-  TORCH_CHECK(config.contains("arch") && config["arch"].is_string(),
-              "model config: missing string key \"arch\" (one of ", c10::Join(", ", architectures()), ")");
-  const std::string arch = config["arch"].get<std::string>();
-  ModelBuilder builder;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    auto it = registry().find(arch);
-    if (it != registry().end()) builder = it->second;
-  }
-  if (!builder) {
-    TORCH_CHECK(false, "model config: unknown \"arch\" \"", arch, "\" (known: ", c10::Join(", ", architectures()), ")");
-  }
-  return builder(config);
+  const auto [config, arch] = find_architecture(config_json);
+  return arch.build(config);
+}
+
+std::string resolve_config(const std::string& config_json) {
+  const auto [config, arch] = find_architecture(config_json);
+  return arch.resolve(config);
+}
+
+std::shared_ptr<torch::nn::Module> build_part(const std::string& config_json, const std::string& part) {
+  const auto [config, arch] = find_architecture(config_json);
+  if (part == "model") return arch.build(config);
+  std::shared_ptr<torch::nn::Module> built = arch.parts ? arch.parts(config, part) : nullptr;
+  TORCH_CHECK(built, "model config: \"arch\" \"", config["arch"].get<std::string>(), "\" has no part \"", part, "\"");
+  return built;
 }
 
 LanguageModel::LanguageModel(std::string arch, const CommonConfig& common) : arch_(std::move(arch)), common_(common) {

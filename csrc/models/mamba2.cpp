@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
+#include <torch/library.h>
 #include <torch/nn/init.h>
 
 #include "models/config_reader.h"
@@ -196,6 +197,31 @@ at::Tensor gated_rms_norm(const at::Tensor& y, const at::Tensor& z, const at::Te
 
 }  // namespace mamba2
 
+// The pieces above as ops under torch.ops.tmm, so that tmm.nn's Mamba2Mixer
+// computes with these definitions; CompositeImplicitAutograd: their autograd,
+// shapes (Meta) and compiled graphs come from the ATen ops they are made of.
+namespace {
+at::Tensor ssd_chunked_op(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
+                          const at::Tensor& C, int64_t chunk_size) {
+  return mamba2::ssd_chunked(x, dt, A, B, C, chunk_size);
+}
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(tmm, m) {
+  m.def("mamba2_ssd_chunked(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, int chunk_size) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
+  m.def("mamba2_causal_depthwise_conv1d(Tensor x, Tensor weight, Tensor bias) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
+  m.def("mamba2_gated_rms_norm(Tensor y, Tensor z, Tensor weight, int groups, float eps) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
+}
+
+TORCH_LIBRARY_IMPL(tmm, CompositeImplicitAutograd, m) {
+  m.impl("mamba2_ssd_chunked", &ssd_chunked_op);
+  m.impl("mamba2_causal_depthwise_conv1d", &mamba2::causal_depthwise_conv1d);
+  m.impl("mamba2_gated_rms_norm", &mamba2::gated_rms_norm);
+}
+
 // ---------------------------------------------------------------- modules
 
 Mamba2GatedRMSNormImpl::Mamba2GatedRMSNormImpl(int64_t dim, int64_t groups_, double eps_)
@@ -370,9 +396,18 @@ Mamba2Model::Mamba2Model(const Mamba2Config& c, Validated) : LanguageModel(Mamba
 Mamba2Block Mamba2Model::block(int64_t i) const { return std::dynamic_pointer_cast<Mamba2BlockImpl>(blocks().at(i)); }
 
 namespace {
-const ModelRegistration registration(Mamba2Config::kArch, [](const nlohmann::json& config) {
-  return std::make_shared<Mamba2Model>(Mamba2Config::from_json_text(config.dump()));
-});
+// Part "mixer": tmm.nn's Mamba2Mixer takes its initial values from it.
+std::shared_ptr<torch::nn::Module> build_mamba2_part(const nlohmann::json& config, const std::string& part) {
+  if (part != "mixer") return nullptr;
+  return Mamba2Mixer(Mamba2Config::from_json_text(config.dump())).ptr();
+}
+
+const ModelRegistration registration(
+    Mamba2Config::kArch,
+    [](const nlohmann::json& config) {
+      return std::make_shared<Mamba2Model>(Mamba2Config::from_json_text(config.dump()));
+    },
+    resolver_of<Mamba2Config>(), build_mamba2_part);
 }  // namespace
 
 }  // namespace tmm::models

@@ -1,7 +1,10 @@
 #include "models/online_toeplitz.h"
 
+#include <vector>
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include "tmm/ops.h"
 
@@ -15,6 +18,15 @@ at::Tensor causal_matrix_mix(const at::Tensor& x, const at::Tensor& matrix, cons
   return y.reshape({B, L, C});
 }
 
+// The masked mixer as the op torch.ops.tmm.causal_matrix_mix, so that tmm.nn's
+// ToeplitzMixer computes with this one definition; CompositeImplicitAutograd:
+// its autograd, shapes (Meta) and compiled graphs come from the ATen ops above.
+TORCH_LIBRARY_FRAGMENT(tmm, m) {
+  m.def("causal_matrix_mix(Tensor x, Tensor matrix, Tensor bias) -> Tensor", {at::Tag::pt2_compliant_tag});
+}
+
+TORCH_LIBRARY_IMPL(tmm, CompositeImplicitAutograd, m) { m.impl("causal_matrix_mix", &causal_matrix_mix); }
+
 OnlineToeplitz::OnlineToeplitz(Kind kind, at::Tensor weight, at::Tensor bias, int64_t batch, int64_t channels,
                                int64_t capacity, bool fast)
     : kind_(kind),
@@ -27,6 +39,8 @@ OnlineToeplitz::OnlineToeplitz(Kind kind, at::Tensor weight, at::Tensor bias, in
       weight_(std::move(weight)),
       bias_(std::move(bias)) {
   TORCH_CHECK(!(fast && kind == Kind::Matrix), "decode method \"fast\" needs a Toeplitz mixer, not a full matrix");
+  TORCH_CHECK(batch_ >= 1, "decode batch must be >= 1, got ", batch_);
+  TORCH_CHECK(capacity_ >= 1, "decode capacity must be >= 1, got ", capacity_);
   TORCH_CHECK(capacity_ <= weight_.size(-1), "decode capacity ", capacity_, " exceeds the mixer's ", weight_.size(-1),
               " positions");
   const int64_t G = groups_, Cg = channels_ / G;
@@ -35,11 +49,17 @@ OnlineToeplitz::OnlineToeplitz(Kind kind, at::Tensor weight, at::Tensor bias, in
 }
 
 at::Tensor OnlineToeplitz::forward(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 3 && x.size(0) == batch_ && x.size(2) == channels_, "OnlineToeplitz: expected x of shape ",
+              batch_, " x T x ", channels_, " (the state's batch and channels), got ", x.sizes());
   const int64_t T = x.size(1);
   TORCH_CHECK(position_ + T <= capacity_, "OnlineToeplitz: ", position_, " + ", T, " positions exceed capacity ",
               capacity_);
   if (position_ == 0) return prefill(x);
-  TORCH_CHECK(T == 1, "OnlineToeplitz: after the prompt, one position per call, got ", T);
+  if (T != 1) {  // a block after the prompt: position by position, each step exact
+    std::vector<at::Tensor> ys;
+    for (int64_t i = 0; i < T; ++i) ys.push_back(forward(x.narrow(1, i, 1)));
+    return at::cat(ys, 1);
+  }
   const at::Tensor xt = x.select(1, 0);
   inputs_.select(2, position_).copy_(xt.reshape({batch_, groups_, channels_ / groups_}));
   at::Tensor y = fast_ ? step_fast(xt) : step_cached(xt);

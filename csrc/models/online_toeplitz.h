@@ -61,8 +61,8 @@ class OnlineToeplitz : public OnlineMixer {
   OnlineToeplitz(Kind kind, at::Tensor weight, at::Tensor bias, int64_t batch, int64_t channels, int64_t capacity,
                  bool fast);
 
-  // x: B x T x C at the next T positions: any T for the first call (the
-  // prompt, mixed by the full op), T == 1 after it. Returns B x T x C.
+  // x: B x T x C at the next T positions: the first call (the prompt) mixed
+  // by the full op, later ones a position at a time. Returns B x T x C.
   at::Tensor forward(const at::Tensor& x) override;
   int64_t state_bytes() const override;
   int64_t position() const { return position_; }

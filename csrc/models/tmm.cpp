@@ -269,8 +269,17 @@ DecodeMethod TMMModel::resolve_decode_method(DecodeMethod requested, int64_t cap
   return long_conv_decode_method(requested, capacity);
 }
 
-static ModelRegistration registration(TMMConfig::kArch, [](const nlohmann::json& config) {
-  return std::make_shared<TMMModel>(TMMConfig::from_json_text(config.dump()));
-});
+// Parts "mixer" and "block": tmm.nn's ToeplitzMixer and MixerBlock take their initial values from them.
+static std::shared_ptr<torch::nn::Module> build_tmm_part(const nlohmann::json& config, const std::string& part) {
+  const TMMConfig c = TMMConfig::from_json_text(config.dump());
+  if (part == "mixer") return ToeplitzMixer(c).ptr();
+  if (part == "block") return TMMBlock(c).ptr();
+  return nullptr;
+}
+
+static ModelRegistration registration(
+    TMMConfig::kArch,
+    [](const nlohmann::json& config) { return std::make_shared<TMMModel>(TMMConfig::from_json_text(config.dump())); },
+    resolver_of<TMMConfig>(), build_tmm_part);
 
 }  // namespace tmm::models

@@ -263,8 +263,11 @@ TransformerBlock TransformerModel::block(int64_t i) const {
   return std::dynamic_pointer_cast<TransformerBlockImpl>(blocks().at(i));
 }
 
-static ModelRegistration registration(TransformerConfig::kArch, [](const nlohmann::json& config) {
-  return std::make_shared<TransformerModel>(TransformerConfig::from_json_text(config.dump()));
-});
+static ModelRegistration registration(
+    TransformerConfig::kArch,
+    [](const nlohmann::json& config) {
+      return std::make_shared<TransformerModel>(TransformerConfig::from_json_text(config.dump()));
+    },
+    resolver_of<TransformerConfig>());
 
 }  // namespace tmm::models

@@ -7,6 +7,7 @@
 // torch.nn.Module tree over them (docs/design/cpp_models_in_python.md).
 #include <torch/csrc/utils/pybind.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,11 +15,17 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "models/online_toeplitz.h"
+#include "models/registry.h"
 #include "python/bindings.h"
 #include "tmm/models/checkpoint.h"
 #include "tmm/models/decoding.h"
 #include "tmm/models/generation.h"
+#include "tmm/models/hyena.h"
 #include "tmm/models/language_model.h"
+#include "tmm/models/mamba2.h"
 
 namespace tmm::python {
 namespace {
@@ -40,6 +47,69 @@ std::shared_ptr<torch::nn::Module> submodule(LanguageModel& m, const std::string
   const auto* found = modules.find(name);
   TORCH_CHECK(found != nullptr, "the model has no submodule '", name, "'");
   return *found;
+}
+
+// make(): a C++ module about to compute with a drop-in layer's tensors, so
+// its own initial values are thrown away: their draws are undone, leaving
+// the global generator as it was.
+template <class Make>
+auto without_draws(Make make) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  const auto saved = gen.get_state();
+  auto made = make();
+  gen.set_state(saved);
+  return made;
+}
+
+// The C++ ShortConv's decoding on a drop-in layer's weight and bias, with its
+// previous inputs: tmm.nn's HyenaOperator.step runs it.
+struct ShortConvDecoder {
+  tmm::models::ShortConv conv{nullptr};
+  at::Tensor last;  // B x (w-1) x C
+};
+
+std::unique_ptr<ShortConvDecoder> make_short_conv_decoder(const at::Tensor& weight, const at::Tensor& bias,
+                                                          int64_t batch) {
+  TORCH_CHECK(batch >= 1, "decode batch must be >= 1, got ", batch);
+  TORCH_CHECK(weight.dim() == 3 && weight.size(1) == 1, "ShortConv: weight must be C x 1 x w, got ", weight.sizes());
+  auto d = std::make_unique<ShortConvDecoder>();
+  d->conv = without_draws([&] { return tmm::models::ShortConv(weight.size(0), weight.size(2)); });
+  d->conv->weight = weight;
+  d->conv->bias = bias;
+  d->last = at::zeros({batch, weight.size(2) - 1, weight.size(0)}, weight.options());
+  return d;
+}
+
+// A C++ Mamba2Mixer computing with a drop-in layer's own tensors, and its
+// decoding state: tmm.nn's Mamba2Mixer.step runs the C++ decoder through it.
+struct Mamba2Decoder {
+  tmm::models::Mamba2Mixer mixer{nullptr};
+  std::unique_ptr<tmm::models::Mamba2MixerDecodeState> state;
+  int64_t position = 0;
+};
+
+std::unique_ptr<Mamba2Decoder> make_mamba2_decoder(const std::string& config_json,
+                                                   const std::map<std::string, at::Tensor>& tensors, int64_t batch) {
+  TORCH_CHECK(batch >= 1, "decode batch must be >= 1, got ", batch);
+  auto get = [&](const std::string& name) {
+    auto it = tensors.find(name);
+    TORCH_CHECK(it != tensors.end(), "Mamba2 decoder: no tensor \"", name, "\"");
+    return it->second;
+  };
+  auto d = std::make_unique<Mamba2Decoder>();
+  const auto config = tmm::models::Mamba2Config::from_json_text(config_json);
+  d->mixer = without_draws([&] { return tmm::models::Mamba2Mixer(config); });
+  auto& mx = *d->mixer;
+  mx.in_proj->weight = get("in_proj.weight");
+  mx.conv1d->weight = get("conv1d.weight");
+  mx.conv1d->bias = get("conv1d.bias");
+  mx.dt_bias = get("dt_bias");
+  mx.A_log = get("A_log");
+  mx.D = get("D");
+  mx.norm->weight = get("norm.weight");
+  mx.out_proj->weight = get("out_proj.weight");
+  d->state = std::make_unique<tmm::models::Mamba2MixerDecodeState>(mx.start_decoding(batch));
+  return d;
 }
 
 }  // namespace
@@ -144,6 +214,50 @@ void bind_models(py::module& m) {
   m.def("_save_checkpoint", &tmm::models::save_checkpoint, py::arg("model"), py::arg("dir"),
         py::call_guard<py::gil_scoped_release>(), "Writes dir/config.json and dir/model.safetensors atomically");
   m.def("_architectures", &tmm::models::architectures, "The architectures build_model knows");
+
+  // What tmm.nn's drop-in layers take from the C++ models (docs/interop.md).
+  m.def("_resolve_config", &tmm::models::resolve_config, py::arg("config_json"),
+        "The validated config with every key spelled out (JSON text); errors name the key");
+  m.def(
+      "_initial_values",
+      [](const std::string& config_json, const std::string& part) {
+        const auto built = tmm::models::build_part(config_json, part);
+        return std::make_pair(to_vector(built->named_parameters(true)), to_vector(built->named_buffers(true)));
+      },
+      py::arg("config_json"), py::arg("part"),
+      "([(name, parameter)], [(name, buffer)]) of a model part built alone and initialised by C++");
+  using tmm::models::OnlineToeplitz;
+  py::class_<OnlineToeplitz>(m, "_OnlineToeplitz",
+                             "Causal Toeplitz (or lower-triangular matrix) mixing fed a few positions at a time")
+      .def(py::init([](at::Tensor weight, std::optional<at::Tensor> bias, int64_t batch, int64_t channels,
+                       int64_t capacity, bool matrix, bool fast) {
+             const auto kind = matrix ? OnlineToeplitz::Kind::Matrix : OnlineToeplitz::Kind::Toeplitz;
+             return std::make_unique<OnlineToeplitz>(kind, std::move(weight), bias ? std::move(*bias) : at::Tensor(),
+                                                     batch, channels, capacity, fast);
+           }),
+           py::arg("weight"), py::arg("bias"), py::arg("batch"), py::arg("channels"), py::arg("capacity"),
+           py::arg("matrix") = false, py::arg("fast") = false)
+      .def("forward", &OnlineToeplitz::forward, py::arg("x"), py::call_guard<py::gil_scoped_release>(),
+           "B x T x C at the next T positions -> B x T x C")
+      .def_property_readonly("position", &OnlineToeplitz::position)
+      .def_property_readonly("state_bytes", &OnlineToeplitz::state_bytes);
+  py::class_<ShortConvDecoder>(m, "_ShortConvDecoder", "The C++ ShortConv's decoding over a drop-in layer's tensors")
+      .def(py::init(&make_short_conv_decoder), py::arg("weight"), py::arg("bias"), py::arg("batch"))
+      .def(
+          "forward", [](ShortConvDecoder& d, const at::Tensor& u) { return d.conv->decode(u, d.last); }, py::arg("u"),
+          py::call_guard<py::gil_scoped_release>(), "B x T x C at the next positions -> B x T x C");
+  py::class_<Mamba2Decoder>(m, "_Mamba2Decoder", "The C++ Mamba2 decoder over a drop-in layer's tensors")
+      .def(py::init(&make_mamba2_decoder), py::arg("config_json"), py::arg("tensors"), py::arg("batch"))
+      .def(
+          "forward",
+          [](Mamba2Decoder& d, const at::Tensor& u) {
+            at::Tensor y = d.mixer->decode(u, *d.state, d.position);
+            d.position += u.size(1);
+            return y;
+          },
+          py::arg("u"), py::call_guard<py::gil_scoped_release>(),
+          "B x T x d at the next positions (any T at position 0, then 1) -> B x T x d")
+      .def_property_readonly("position", [](const Mamba2Decoder& d) { return d.position; });
 }
 
 }  // namespace tmm::python

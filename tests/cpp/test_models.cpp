@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/optim/adamw.h>
 
+#include "models/registry.h"
 #include "repo_paths.h"
 #include "tmm/models/language_model.h"
 
@@ -125,6 +126,31 @@ TEST_CASE("model configs are validated", "[models]") {
   CHECK_THROWS_WITH(build_model("{\"arch\": \"nope\"}"), Contains("nope"));
   CHECK_THROWS_WITH(build_model("{\"d_model\": 4}"), Contains("arch"));
   CHECK_THROWS_WITH(build_model("not json"), Contains("JSON"));
+}
+
+TEST_CASE("resolve_config spells out the config build_model uses; build_part builds a part alone", "[models]") {
+  for (const auto& path : tiny_configs()) {
+    INFO("config " << path);
+    const std::string text = read_file(path);
+    auto model = build_model(text);
+    CHECK(nlohmann::json::parse(tmm::models::resolve_config(text)) == nlohmann::json::parse(model->config_json()));
+    auto unknown = nlohmann::json::parse(text);
+    unknown["bogus_key"] = 1;
+    CHECK_THROWS_WITH(tmm::models::resolve_config(unknown.dump()), Contains("bogus_key"));
+    CHECK_THROWS_WITH(tmm::models::build_part(text, "no_such_part"), Contains("no_such_part"));
+    CHECK(tmm::models::build_part(text, "model")->parameters().size() == model->parameters().size());
+    const auto arch = nlohmann::json::parse(text)["arch"].get<std::string>();
+    if (arch == "transformer") continue;  // no parts: tmm.nn has no Transformer
+    // The mixer built alone has the names and shapes of the model's blocks.0.mixer.
+    const auto mixer = tmm::models::build_part(text, "mixer");
+    std::vector<std::string> in_model, alone;
+    for (const auto& item : model->named_parameters())
+      if (item.key().rfind("blocks.0.mixer.", 0) == 0)
+        in_model.push_back(item.key().substr(15) + " " + c10::str(item.value().sizes()));
+    for (const auto& item : mixer->named_parameters())
+      alone.push_back(item.key() + " " + c10::str(item.value().sizes()));
+    CHECK(alone == in_model);
+  }
 }
 
 TEST_CASE("bad input ids are clear errors", "[models]") {

@@ -95,9 +95,9 @@ def test_mamba2_mixer_alone():
     assert (m.D == 1).all() and (-torch.exp(m.A_log) <= -1).all() and (-torch.exp(m.A_log) >= -16).all()
     compiled = torch.compile(m, fullgraph=True, backend="aot_eager")
     assert rel_err(compiled(x), y) <= 1e-12
-    with pytest.raises(ValueError, match="headdim must divide d_inner"):
+    with pytest.raises(ValueError, match='"headdim" must divide d_inner'):
         Mamba2Mixer(16, headdim=5)
-    with pytest.raises(ValueError, match="ngroups must divide"):
+    with pytest.raises(ValueError, match='"ngroups" must divide'):
         Mamba2Mixer(16, headdim=8, ngroups=3)
     with pytest.raises(ValueError, match="one token at a time"):
         state = m.start_decoding(2)

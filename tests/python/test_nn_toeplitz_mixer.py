@@ -123,7 +123,7 @@ def test_step_blocks_of_any_length_and_errors():
     assert rel_err(torch.cat(parts, 1), m(x).detach()) <= 1e-12
     with pytest.raises(ValueError, match="capacity"):
         m.step(x[:, :1], state)
-    with pytest.raises(ValueError, match="capacity 11 exceeds max_len"):
+    with pytest.raises(ValueError, match="capacity 11 exceeds"):
         m.start_decoding(2, 11)
     with pytest.raises(ValueError, match="batch"):
         m.step(x[:1, :1], m.start_decoding(2, 4))
@@ -151,13 +151,13 @@ def test_factory_arguments_and_errors():
     m = ToeplitzMixer(8, 16, heads=2, expanded=True, dtype=torch.float64, device="cpu")
     assert all(p.dtype == torch.float64 for p in m.parameters())
     assert SequenceModel(ToeplitzMixer, 11, 8, 1, 16, dtype=torch.float64).embed.weight.dtype == torch.float64
-    with pytest.raises(ValueError, match="heads must divide d_model = 8, got 3"):
+    with pytest.raises(ValueError, match='"heads" must divide d_model = 8, got 3'):
         ToeplitzMixer(8, 16, heads=3)
-    with pytest.raises(ValueError, match="kernel must be in"):
+    with pytest.raises(ValueError, match='"kernel" must be in'):
         ToeplitzMixer(8, 16, heads=4, kernel=3)
     with pytest.raises(ValueError, match="exclude each other"):
         ToeplitzMixer(8, 16, expanded=True, frozen=True)
-    with pytest.raises(ValueError, match="max_len must be an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match='"max_len" must be >= 1, got 0'):
         ToeplitzMixer(8, 0)
     with pytest.raises(ValueError, match="expected x of shape B x L x 8"):
         m(torch.randn(2, 4, 7, dtype=torch.float64))
@@ -266,12 +266,12 @@ def test_sequence_model_loss_and_shift_labels():
 
 def test_from_config_refuses_keys_it_cannot_reproduce():
     config = {"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 1, "max_len": 16, "rotary": True}
-    with pytest.raises(ValueError, match="'rotary' have no Python counterpart"):
+    with pytest.raises(ValueError, match='unknown key "rotary"'):
         SequenceModel.from_config(config)
     del config["rotary"]
-    with pytest.raises(ValueError, match="tmm \"init\" must be one of 'kaiming', 'scaled', got 'safari'"):
+    with pytest.raises(ValueError, match='"init" must be kaiming or scaled, got "safari"'):
         SequenceModel.from_config({**config, "init": "safari"})
-    with pytest.raises(ValueError, match="mixer_dropout applies to expanded=True only"):
+    with pytest.raises(ValueError, match='"mixer_dropout" applies to mixer "expanded" only'):
         SequenceModel.from_config({**config, "mixer_dropout": 0.2})
     with pytest.raises(ValueError, match="must be \"tmm\" or \"hyena\""):
         SequenceModel.from_config({**config, "arch": "mamba2"})
@@ -291,9 +291,9 @@ def test_expanded_dropout_acts_in_train_mode_only():
     m0 = ToeplitzMixer(8, 16, expanded=True, mixer_dropout=0.0).train()
     with torch.no_grad():
         assert torch.equal(m0(x), m0(x))
-    with pytest.raises(ValueError, match="mixer_dropout must be in"):
+    with pytest.raises(ValueError, match='"mixer_dropout" must be in'):
         ToeplitzMixer(8, 16, expanded=True, mixer_dropout=1.0)
-    with pytest.raises(ValueError, match="init must be one of"):
+    with pytest.raises(ValueError, match='"init" must be kaiming or scaled'):
         ToeplitzMixer(8, 16, init="torch")
 
 

@@ -1,10 +1,9 @@
 """The causal Toeplitz token mixer as a module."""
-import math
-
 import torch
 from torch import nn
 
 from .. import ops
+from ._cpp import load_initial_values, resolve
 
 
 class CausalToeplitz(nn.Module):
@@ -20,28 +19,21 @@ class CausalToeplitz(nn.Module):
 
     def __init__(self, channels: int, max_len: int, groups: int = 1, kernel: int = 1, bias: bool = True):
         super().__init__()
-        if channels < 1 or max_len < 1 or groups < 1 or kernel < 1:
-            raise ValueError(
-                f"CausalToeplitz: expected positive channels, max_len, groups and kernel, got "
-                f"channels={channels}, max_len={max_len}, groups={groups}, kernel={kernel}"
-            )
-        if channels % groups:
-            raise ValueError(f"CausalToeplitz: channels={channels} is not divisible by groups={groups}")
-        if kernel > channels // groups:
-            raise ValueError(
-                f"CausalToeplitz: kernel={kernel} exceeds the channels per group {channels // groups}"
-            )
+        if groups == 0:  # heads 0 is the flat mixer, which groups=1 spells
+            raise ValueError("CausalToeplitz: groups must be >= 1, got 0")
+        # The Toeplitz layer of a zoo ToeplitzMixer with `groups` heads: the C++
+        # config reader checks the sizes, the C++ init gives the values.
+        self._config = resolve("CausalToeplitz", {
+            "arch": "tmm", "vocab_size": 1, "d_model": channels, "n_layers": 1, "max_len": max_len,
+            "heads": 0 if groups == 1 else groups, "kernel": kernel}, {"d_model": "channels", "heads": "groups"})
         self.channels, self.max_len, self.groups, self.kernel = channels, max_len, groups, kernel
         self.weight = nn.Parameter(torch.empty(groups, kernel, max_len))
         self.bias = nn.Parameter(torch.empty(groups, max_len)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        std = math.sqrt(2.0 / self.max_len)  # fan-in max_len, for every tap
-        with torch.no_grad():
-            self.weight.normal_(0.0, std)
-            if self.bias is not None:
-                self.bias.zero_()
+        """The C++ ToeplitzMixer's init of its vectors and bias."""
+        load_initial_values(self, self._config, "mixer")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # B x L x C -> B x L x C
         return ops.causal_toeplitz(x, self.weight, self.bias)

@@ -1,33 +1,28 @@
 """The order-2 Hyena operator as a plain nn.Module, with safari's
-constructor arguments where they exist and the C++ HyenaOperator's
-mathematics, parameter names and init (csrc/models/hyena.cpp): the long
+constructor arguments where they exist, defined by the C++ HyenaOperator
+(csrc/models/hyena.cpp): its configuration is the C++ config reader's, its
+initial values the C++ init's, its decoding the C++ OnlineToeplitz; the long
 convolution by the implicit filter is torch.ops.tmm.causal_toeplitz with
 groups = channels."""
-import math
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import choice, positive, reset_linear, reset_linear_normal, reset_linear_torch, residual_scale
-from .toeplitz_mixer import online_mix
+from .. import _C
+from ._cpp import load_initial_values, resolve
+from .layers import positive
 
-# "torch" (the authors' HyenaModel, the zoo's default: torch's default init),
-# "safari" (safari's LM: every Linear N(0, 0.02^2), zero biases, out_proj
-# N(0, (0.02 / sqrt(2 n_layers))^2)), "kaiming" (tmm's former: Kaiming-normal
-# projections, torch's default filter MLP). csrc/models/hyena.cpp.
-INITS = ("torch", "safari", "kaiming")
-SAFARI_STD = 0.02
+# The safari names of the zoo's Hyena keys, for errors that name the argument.
+ARGUMENTS = {"filter_sin_freq": "w", "max_len": "l_max"}
 
 
-def _feature_dtype(like):
-    # Positions in float32 (float64 for a float64 filter): bf16 cannot count to 512.
-    return torch.float64 if like.dtype == torch.float64 else torch.float32
-
-
-def _normalized_time(L, max_len, like):
-    p = torch.arange(L, device=like.device, dtype=_feature_dtype(like))
-    return p / (max_len - 1) if max_len > 1 else p * 0.0
+def hyena_config(owner, d_model, l_max, n_layers, options):
+    """A zoo Hyena config of these options (None: the C++ default),
+    resolved by the C++ reader (vocab_size is not a layer's: any valid value)."""
+    given = {k: v for k, v in options.items() if v is not None}
+    return resolve(owner, {"arch": "hyena", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers,
+                           "max_len": l_max, **given}, ARGUMENTS)
 
 
 class HyenaFilter(nn.Module):
@@ -36,66 +31,34 @@ class HyenaFilter(nn.Module):
     ``init``: the MLP keeps torch's default init, or N(0, 0.02^2) weights and
     zero biases with "safari"."""
 
-    def __init__(self, d_model, l_max, emb_dim=3, filter_order=64, w=1.0, modulate=True, init="torch", device=None,
-                 dtype=None):
+    def __init__(self, d_model, l_max, emb_dim=None, filter_order=None, w=None, modulate=None, init=None,
+                 device=None, dtype=None):
         super().__init__()
-        self.init = choice("HyenaFilter", "init", init, INITS)
-        positive("HyenaFilter", d_model=d_model, l_max=l_max, filter_order=filter_order)
-        if isinstance(emb_dim, bool) or not isinstance(emb_dim, int) or emb_dim < 3 or emb_dim % 2 == 0:
-            raise ValueError(
-                f"HyenaFilter: emb_dim must be odd and >= 3 (time, then cosine and sine bands), got {emb_dim!r}")
-        if not math.isfinite(w) or w == 0:
-            raise ValueError(f"HyenaFilter: w (the sine frequency) must be finite and nonzero, got {w!r}")
-        self.d_model, self.l_max, self.emb_dim, self.modulate = d_model, l_max, emb_dim, bool(modulate)
-        self.sin_freq = float(w)
+        c = self._config = hyena_config("HyenaFilter", d_model, l_max, 1, {
+            "emb_dim": emb_dim, "filter_order": filter_order, "filter_sin_freq": w, "modulate": modulate,
+            "init": init})
+        self.d_model, self.l_max, self.emb_dim, self.modulate = c["d_model"], c["max_len"], c["emb_dim"], c["modulate"]
+        self.init, self.sin_freq = c["init"], c["filter_sin_freq"]
         kw = {"device": device, "dtype": dtype}
-        order = filter_order
-        # torch's default Linear init, as safari's filter MLP keeps it.
-        self.mlp = nn.ModuleList([nn.Linear(emb_dim, order, **kw), nn.Linear(order, order, **kw),
-                                  nn.Linear(order, order, **kw), nn.Linear(order, d_model, bias=False, **kw)])
+        order = c["filter_order"]
+        self.mlp = nn.ModuleList([nn.Linear(self.emb_dim, order, **kw), nn.Linear(order, order, **kw),
+                                  nn.Linear(order, order, **kw), nn.Linear(order, self.d_model, bias=False, **kw)])
         self.freq = nn.Parameter(torch.empty(order, **kw))
-        self.D = nn.Parameter(torch.empty(d_model, **kw))
+        self.D = nn.Parameter(torch.empty(self.d_model, **kw))
         self.reset_parameters()
 
     def reset_parameters(self):
-        for layer in self.mlp:
-            if self.init == "safari":
-                reset_linear_normal(layer, SAFARI_STD)
-            else:
-                reset_linear_torch(layer)
-        with torch.no_grad():
-            self.freq.fill_(self.sin_freq)
-            self.D.normal_()
-
-    def positional_features(self, L):
-        bands = (self.emb_dim - 1) // 2
-        t = _normalized_time(L, self.l_max, self.freq).unsqueeze(1)
-        w = torch.arange(L, device=self.freq.device, dtype=t.dtype).unsqueeze(1) * (2.0 * math.pi / self.l_max)
-        f = torch.linspace(1e-4, bands - 1, bands, device=t.device, dtype=t.dtype).unsqueeze(0)
-        fw = w * f
-        return torch.cat([t, torch.cos(fw), -torch.sin(fw)], 1)  # L x emb_dim
-
-    def decay(self, L):
-        if not self.modulate:
-            return torch.ones(L, self.d_model, device=self.freq.device, dtype=_feature_dtype(self.freq))
-        # Channel c decays to 1e-2 at t between 1.5 (slowest, c = 0) and 0.3 (fastest, c = d-1).
-        max_decay, min_decay = math.log(1e-2) / 0.3, math.log(1e-2) / 1.5
-        t = _normalized_time(L, self.l_max, self.freq).unsqueeze(1)
-        deltas = torch.linspace(min_decay, max_decay, self.d_model, device=t.device, dtype=t.dtype).abs()
-        return torch.exp(-t * deltas.unsqueeze(0))  # L x d
-
-    def implicit_filter(self, L):
-        """d x L: the filter h of each channel."""
-        h = self.positional_features(L).to(self.freq.dtype)
-        for layer in self.mlp[:-1]:
-            h = torch.sin(self.freq * layer(h))
-        h = self.mlp[-1](h) * self.decay(L).to(self.freq.dtype)
-        return h.t()
+        """The C++ filter's init: the MLP torch's default Linear init (as
+        safari's filter keeps it) or "safari"'s N(0, 0.02^2), freq the sine
+        frequency, D N(0, 1); the values of a C++ HyenaFilter, freshly built."""
+        load_initial_values(self, self._config, "filter")
 
     def toeplitz_weight(self, L):
-        """d x 1 x L: h with D added at lag 0, the op's weight."""
-        h = self.implicit_filter(L)
-        return torch.cat([h[:, :1] + self.D.unsqueeze(1), h[:, 1:]], 1).unsqueeze(1)
+        """d x 1 x L: the filter h of each channel (positional features ->
+        MLP with sines -> decay) with D added at lag 0, the op's weight:
+        torch.ops.tmm.hyena_filter, the C++ HyenaFilter's definition."""
+        mlp = [t for layer in self.mlp for t in (layer.weight, layer.bias) if t is not None]
+        return torch.ops.tmm.hyena_filter(mlp, self.freq, self.D, L, self.l_max, self.modulate)
 
     def forward(self, v):  # y[b,t,c] = sum_{s<=t} h[c,t-s] v[b,s,c] + D[c] v[b,t,c]
         return torch.ops.tmm.causal_toeplitz(v, self.toeplitz_weight(v.shape[1]), None)
@@ -111,11 +74,10 @@ class ShortConv(nn.Module):
         self.bias = nn.Parameter(torch.empty(channels, device=device, dtype=dtype))
         self.reset_parameters()
 
-    def reset_parameters(self):  # torch's Conv1d default: U(-1/sqrt(width), 1/sqrt(width))
-        bound = 1.0 / math.sqrt(self.weight.shape[2])
-        with torch.no_grad():
-            self.weight.uniform_(-bound, bound)
-            self.bias.uniform_(-bound, bound)
+    def reset_parameters(self):
+        """torch's Conv1d init (U(+-1/sqrt(width)), as the C++ ShortConv's):
+        torch's own code, on this layer's weight and bias."""
+        nn.Conv1d.reset_parameters(self)
 
     def forward(self, u):
         w = self.weight.shape[2]
@@ -131,51 +93,44 @@ class HyenaOperator(nn.Module):
     filter_order=64, ...)``) where the C++ operator has them: ``emb_dim``,
     ``w`` (the sine frequency, the zoo's filter_sin_freq), ``modulate``, and
     ``short_filter`` (safari's short_filter_order). Only order 2, one head,
-    inner_factor 1 exist here. ``init`` as the zoo Hyena's (``INITS``;
-    "safari" scales out_proj by 1/sqrt(2 ``n_layers``)). Decoding:
+    inner_factor 1 exist here. ``init`` as the zoo Hyena's ("torch",
+    "safari", "kaiming"; "safari" scales out_proj by 1/sqrt(2 ``n_layers``));
+    arguments left None take the C++ defaults. Decoding:
     :meth:`start_decoding`, :meth:`step`.
     """
 
-    def __init__(self, d_model, l_max, order=2, filter_order=64, emb_dim=3, short_filter=3, w=1.0, modulate=True,
-                 init="torch", n_layers=1, device=None, dtype=None):
+    def __init__(self, d_model, l_max, order=2, filter_order=None, emb_dim=None, short_filter=None, w=None,
+                 modulate=None, init=None, n_layers=1, device=None, dtype=None):
         super().__init__()
-        positive("HyenaOperator", d_model=d_model, l_max=l_max, short_filter=short_filter)
         if order != 2:
             raise ValueError(f"HyenaOperator: only order=2 is built (as the zoo's Hyena), got order={order!r}")
-        self.init = choice("HyenaOperator", "init", init, INITS)
-        positive("HyenaOperator", n_layers=n_layers)
-        self.d_model, self.l_max, self.n_layers = d_model, l_max, n_layers
+        c = self._config = hyena_config("HyenaOperator", d_model, l_max, n_layers, {
+            "filter_order": filter_order, "emb_dim": emb_dim, "short_filter": short_filter, "filter_sin_freq": w,
+            "modulate": modulate, "init": init})
+        self.d_model, self.l_max, self.n_layers, self.init = c["d_model"], c["max_len"], c["n_layers"], c["init"]
         kw = {"device": device, "dtype": dtype}
-        self.in_proj = nn.Linear(d_model, 3 * d_model, **kw)
-        self.short_filter = ShortConv(3 * d_model, short_filter, **kw)
-        self.filter = HyenaFilter(d_model, l_max, emb_dim=emb_dim, filter_order=filter_order, w=w,
-                                  modulate=modulate, init="safari" if init == "safari" else "torch", **kw)
-        self.out_proj = nn.Linear(d_model, d_model, **kw)
+        d = self.d_model
+        self.in_proj = nn.Linear(d, 3 * d, **kw)
+        self.short_filter = ShortConv(3 * d, c["short_filter"], **kw)
+        self.filter = HyenaFilter(d, self.l_max, emb_dim=c["emb_dim"], filter_order=c["filter_order"],
+                                  w=c["filter_sin_freq"], modulate=c["modulate"],
+                                  init="safari" if self.init == "safari" else "torch", **kw)
+        self.out_proj = nn.Linear(d, d, **kw)
         self.reset_parameters()
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
-        """The operator of a zoo Hyena config dict."""
-        return cls(config["d_model"], config["max_len"], filter_order=config.get("filter_order", 64),
-                   emb_dim=config.get("emb_dim", 3), short_filter=config.get("short_filter", 3),
-                   w=config.get("filter_sin_freq", 1.0), modulate=config.get("modulate", True),
-                   init=config.get("init", "torch"), n_layers=config.get("n_layers", 1) or 1,
-                   device=device, dtype=dtype)
+        """The operator of a zoo Hyena config dict (validated and completed by
+        the C++ config reader)."""
+        c = resolve("HyenaOperator.from_config", config)
+        return cls(c["d_model"], c["max_len"], filter_order=c["filter_order"], emb_dim=c["emb_dim"],
+                   short_filter=c["short_filter"], w=c["filter_sin_freq"], modulate=c["modulate"], init=c["init"],
+                   n_layers=c["n_layers"], device=device, dtype=dtype)
 
     def reset_parameters(self):
-        """The C++ operator's init for ``init`` (the one place it lives)."""
-        self.short_filter.reset_parameters()
-        self.filter.reset_parameters()
-        for layer in (self.in_proj, self.out_proj):
-            if self.init == "kaiming":
-                reset_linear(layer)
-            elif self.init == "torch":
-                reset_linear_torch(layer)
-            else:
-                reset_linear_normal(layer, SAFARI_STD)
-        if self.init == "safari":
-            with torch.no_grad():
-                self.out_proj.weight.mul_(residual_scale(self.n_layers))
+        """The C++ operator's init for ``init``: the values of a C++
+        HyenaOperator of this configuration, freshly built."""
+        load_initial_values(self, self._config, "mixer")
 
     def forward(self, x):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
@@ -188,39 +143,40 @@ class HyenaOperator(nn.Module):
         x0, x1, v = self.short_filter(self.in_proj(x)).chunk(3, -1)
         return self.out_proj(self.filter(v * x1) * x0)
 
+    @torch.no_grad()
     def start_decoding(self, batch, capacity):
-        """A decoding state for :meth:`step` (capacity <= l_max)."""
-        positive("HyenaOperator.start_decoding", batch=batch, capacity=capacity)
-        if capacity > self.l_max:
-            raise ValueError(f"HyenaOperator.start_decoding: capacity {capacity} exceeds l_max = {self.l_max}")
-        w = self.short_filter.weight
-        with torch.no_grad():  # the implicit filter does not depend on the length: made once
-            weight = self.filter.toeplitz_weight(capacity)
-        return HyenaState(batch, capacity, w.new_zeros(batch, w.shape[2] - 1, w.shape[0]), weight,
-                          w.new_zeros(batch, capacity, self.d_model))
+        """A decoding state for :meth:`step` (capacity <= l_max): the C++
+        ShortConv's and OnlineToeplitz's, over this layer's tensors."""
+        if not 1 <= capacity <= self.l_max:
+            raise ValueError(f"HyenaOperator.start_decoding: capacity must be in [1, l_max = {self.l_max}], "
+                             f"got {capacity}")
+        # The implicit filter does not depend on the length: made once.
+        weight = self.filter.toeplitz_weight(capacity)
+        try:
+            return HyenaState(_C._ShortConvDecoder(self.short_filter.weight, self.short_filter.bias, batch),
+                              _C._OnlineToeplitz(weight, None, batch, self.d_model, capacity))
+        except RuntimeError as e:
+            raise ValueError(f"HyenaOperator.start_decoding: {e}") from None
 
     @torch.no_grad()
     def step(self, x, state):
         """x: B x T x d at the state's next positions -> B x T x d, as
         forward() on everything fed so far gives them (inference)."""
-        T, t = x.shape[1], state.position
-        if t + T > state.capacity:
-            raise ValueError(f"HyenaOperator.step: {t} + {T} positions exceed the state's capacity {state.capacity}")
-        u = self.in_proj(x)
-        window = torch.cat([state.short_inputs, u], 1)
-        state.short_inputs = window[:, window.shape[1] - (self.short_filter.weight.shape[2] - 1):]
-        c = self.short_filter.weight.shape[0]
-        u = F.conv1d(window.transpose(1, 2), self.short_filter.weight, self.short_filter.bias, groups=c).transpose(1, 2)
-        x0, x1, v = u.chunk(3, -1)
-        y = online_mix(state.inputs, t, v * x1, state.weight, None)
-        state.position = t + T
+        try:
+            x0, x1, v = state.short_conv.forward(self.in_proj(x)).chunk(3, -1)
+            y = state.long_conv.forward(v * x1)
+        except RuntimeError as e:
+            raise ValueError(f"HyenaOperator.step: {e}") from None
         return self.out_proj(y * x0)
 
 
 class HyenaState:
-    """What :meth:`HyenaOperator.step` keeps: the short conv's last inputs,
-    the long filter for the capacity, every gated input so far."""
+    """What :meth:`HyenaOperator.step` keeps: the C++ decoders of the short
+    conv (its last inputs) and of the long convolution (every gated input)."""
 
-    def __init__(self, batch, capacity, short_inputs, weight, inputs):
-        self.batch, self.capacity, self.position = batch, capacity, 0
-        self.short_inputs, self.weight, self.inputs = short_inputs, weight, inputs
+    def __init__(self, short_conv, long_conv):
+        self.short_conv, self.long_conv = short_conv, long_conv
+
+    @property
+    def position(self):
+        return self.long_conv.position

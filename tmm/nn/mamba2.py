@@ -1,85 +1,20 @@
 """The Mamba2 (SSD) mixer as a plain nn.Module, with mamba_ssm's ``Mamba2``
-constructor arguments and the C++ Mamba2Mixer's mathematics, parameter
-names and init (csrc/models/mamba2.cpp): in_proj -> [z, xBC, dt], causal
-depthwise conv + SiLU, the chunked SSD scan, + D x, gated RMSNorm, out_proj."""
-import math
+constructor arguments, defined by the C++ Mamba2Mixer (csrc/models/mamba2.cpp):
+its configuration is the C++ config reader's, its initial values the C++
+init's, its decoding the C++ decoder's. Forward: in_proj -> [z, xBC, dt],
+causal depthwise conv + SiLU, the chunked SSD scan, + D x, gated RMSNorm,
+out_proj, the conv, scan and norm being the C++ definitions as ops
+(torch.ops.tmm.mamba2_*)."""
+import json
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import positive
+from .. import _C
+from ._cpp import initial_values, load_initial_values, resolve
 
-NORM_EPS = 1e-5  # mamba_ssm's RMSNormGated eps
-DT_MIN, DT_MAX, DT_INIT_FLOOR = 1e-3, 1e-1, 1e-4
-A_INIT_RANGE = (1.0, 16.0)
-
-
-def segsum(x):
-    """... x T -> ... x T x T: out[..., i, j] = x[j+1] + ... + x[i] for i >= j,
-    -inf above the diagonal (summed, not differenced, as the C++ segsum)."""
-    T = x.shape[-1]
-    idx = torch.arange(T, device=x.device)
-    i, j = idx.unsqueeze(1), idx.unsqueeze(0)
-    terms = x.unsqueeze(-1).expand(*x.shape, T).masked_fill(i <= j, 0)
-    return terms.cumsum(-2).masked_fill(i < j, -math.inf)
-
-
-def ssd_chunked(x, dt, A, B, C, chunk_size, return_final_state=False):
-    """The SSD scan from a zero state: x b x L x H x P, dt b x L x H, A H,
-    B and C b x L x G x N (G divides H). Returns y (b x L x H x P) and, if
-    asked, the final state b x H x P x N."""
-    bsz, L, H, P = x.shape
-    G, N = B.shape[2], B.shape[3]
-    R = H // G
-    if L == 0:
-        y = torch.zeros_like(x)
-        return (y, x.new_zeros(bsz, H, P, N)) if return_final_state else y
-    Q = chunk_size
-    nc = (L + Q - 1) // Q
-    pad = nc * Q - L
-    Xd, Ad, Bp, Cp = x * dt.unsqueeze(-1), dt * A, B, C
-    if pad:  # zero tail: no input, no decay; earlier outputs untouched
-        Xd = F.pad(Xd, (0, 0, 0, 0, 0, pad))
-        Ad = F.pad(Ad, (0, 0, 0, pad))
-        Bp = F.pad(B, (0, 0, 0, 0, 0, pad))
-        Cp = F.pad(C, (0, 0, 0, 0, 0, pad))
-    X = Xd.reshape(bsz, nc, Q, G, R, P)
-    Ac = Ad.reshape(bsz, nc, Q, G, R).permute(0, 3, 4, 1, 2)  # b g r c l
-    Bc, Cc = Bp.reshape(bsz, nc, Q, G, N), Cp.reshape(bsz, nc, Q, G, N)
-    Acum = Ac.cumsum(-1)
-    # 1. inside each chunk
-    decay_in = segsum(Ac).exp().permute(0, 3, 1, 2, 4, 5)  # b c g r l s
-    CB = torch.einsum("bclgn,bcsgn->bcgls", Cc, Bc)
-    Y_diag = torch.einsum("bcgrls,bcsgrp->bclgrp", CB.unsqueeze(3) * decay_in, X)
-    # 2. the state each chunk leaves behind
-    decay_to_end = (Acum[..., Q - 1:Q] - Acum).exp()
-    Xw = X * decay_to_end.permute(0, 3, 4, 1, 2).unsqueeze(-1)
-    states = torch.einsum("bclgn,bclgrp->bcgrpn", Bc, Xw)
-    # 3. across chunks
-    states = torch.cat([torch.zeros_like(states[:, :1]), states], 1)
-    chunk_decay = F.pad(Acum[..., Q - 1], (1, 0))
-    decay_across = segsum(chunk_decay).exp()
-    entering_all = torch.einsum("bgrzc,bcgrpn->bzgrpn", decay_across, states)
-    entering = entering_all[:, :nc]
-    # 4. each entering state's contribution
-    decay_from_start = Acum.exp().permute(0, 3, 4, 1, 2).unsqueeze(-1)
-    Y_off = torch.einsum("bclgn,bcgrpn->bclgrp", Cc, entering) * decay_from_start
-    y = (Y_diag + Y_off).reshape(bsz, nc * Q, H, P)[:, :L]
-    if return_final_state:
-        return y, entering_all[:, nc].reshape(bsz, H, P, N).clone()
-    return y
-
-
-def causal_depthwise_conv1d(x, weight, bias):
-    """B x L x C, weight C x 1 x K, bias C -> B x L x C (K-1 zeros before t = 0)."""
-    L, K = x.shape[1], weight.shape[2]
-    w = weight[:, 0].to(x.dtype)
-    xp = F.pad(x, (0, 0, K - 1, 0))
-    y = bias.to(x.dtype).expand_as(x)
-    for k in range(K):
-        y = y + xp[:, k:k + L] * w[:, k]
-    return y
+NORM_EPS = 1e-5  # mamba_ssm's RMSNormGated eps (the C++ kNormEps: a constant of the forward, not of the config)
 
 
 class GatedRMSNorm(nn.Module):
@@ -91,74 +26,59 @@ class GatedRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
 
     def forward(self, y, z):
-        D = y.shape[-1]
-        g = (y * F.silu(z)).reshape(*y.shape[:-1], self.groups, D // self.groups)
-        normed = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.eps)
-        return normed.reshape(y.shape) * self.weight.to(y.dtype)
+        return torch.ops.tmm.mamba2_gated_rms_norm(y, z, self.weight, self.groups, self.eps)
 
 
 class Mamba2Mixer(nn.Module):
     """B x L x d_model -> same. The arguments are mamba_ssm's ``Mamba2``
     (d_model, d_state, d_conv, expand, headdim, ngroups, chunk_size,
-    layer_idx); the defaults are the zoo's (docs/models.md: d_state 64,
-    chunk_size 64, where mamba_ssm has 128 and 256).
+    layer_idx); those left None take the zoo's defaults (docs/models.md:
+    d_state 64, chunk_size 64, where mamba_ssm has 128 and 256).
     ``n_layers`` (and ``mlp``, whether each block also has the gated MLP)
     only scale the init of out_proj by 1/sqrt(n_layers * residuals), as
     mamba_ssm's LM does. Decoding: :meth:`start_decoding`, :meth:`step`.
     """
 
-    def __init__(self, d_model, d_state=64, d_conv=4, expand=2, headdim=64, ngroups=1, chunk_size=64, n_layers=1,
-                 mlp=False, layer_idx=None, device=None, dtype=None):
+    def __init__(self, d_model, d_state=None, d_conv=None, expand=None, headdim=None, ngroups=None, chunk_size=None,
+                 n_layers=1, mlp=False, layer_idx=None, device=None, dtype=None):
         super().__init__()
-        positive("Mamba2Mixer", d_model=d_model, d_state=d_state, d_conv=d_conv, expand=expand, headdim=headdim,
-                 ngroups=ngroups, chunk_size=chunk_size, n_layers=n_layers)
-        d_inner = expand * d_model
-        if d_inner % headdim:
-            raise ValueError(f"Mamba2Mixer: headdim must divide d_inner = expand * d_model = {d_inner}, got {headdim}")
-        nheads = d_inner // headdim
-        if nheads % ngroups:
-            raise ValueError(f"Mamba2Mixer: ngroups must divide the number of heads d_inner / headdim = {nheads}, "
-                             f"got {ngroups}")
-        self.d_model, self.d_state, self.d_conv, self.expand = d_model, d_state, d_conv, expand
-        self.headdim, self.ngroups, self.chunk_size = headdim, ngroups, chunk_size
-        self.d_inner, self.nheads, self.layer_idx = d_inner, nheads, layer_idx
-        self._out_scale = 1.0 / math.sqrt((2 if mlp else 1) * n_layers)
+        options = {"d_state": d_state, "d_conv": d_conv, "expand": expand, "headdim": headdim, "ngroups": ngroups,
+                   "chunk_size": chunk_size}
+        # A zoo Mamba2 config of this mixer (vocab_size and max_len are not the mixer's: any valid values);
+        # d_intermediate only says whether blocks have the MLP (the init's residual count).
+        c = self._config = resolve("Mamba2Mixer", {
+            "arch": "mamba2", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers, "max_len": 1,
+            "d_intermediate": 1 if mlp else 0, **{k: v for k, v in options.items() if v is not None}})
+        self.d_model, self.d_state, self.d_conv, self.expand = c["d_model"], c["d_state"], c["d_conv"], c["expand"]
+        self.headdim, self.ngroups, self.chunk_size = c["headdim"], c["ngroups"], c["chunk_size"]
+        self.layer_idx = layer_idx
+        params, _ = values = initial_values(c, "mixer")
+        # The widths (d_inner, nheads, conv_dim) as the C++ mixer has them.
+        self.d_inner, self.nheads = params["out_proj.weight"].shape[1], params["dt_bias"].shape[0]
         kw = {"device": device, "dtype": dtype}
-        GN = ngroups * d_state
-        conv_dim = d_inner + 2 * GN
-        self.in_proj = nn.Linear(d_model, 2 * d_inner + 2 * GN + nheads, bias=False, **kw)
-        self.conv1d = nn.Conv1d(conv_dim, conv_dim, d_conv, groups=conv_dim, bias=True, **kw)
-        self.dt_bias = nn.Parameter(torch.empty(nheads, **kw))
-        self.A_log = nn.Parameter(torch.empty(nheads, **kw))
-        self.D = nn.Parameter(torch.empty(nheads, **kw))
-        self.norm = GatedRMSNorm(d_inner, ngroups, **kw)
-        self.out_proj = nn.Linear(d_inner, d_model, bias=False, **kw)
-        self.reset_parameters()
+        conv_dim = params["conv1d.weight"].shape[0]
+        self.in_proj = nn.Linear(self.d_model, params["in_proj.weight"].shape[0], bias=False, **kw)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, self.d_conv, groups=conv_dim, bias=True, **kw)
+        self.dt_bias = nn.Parameter(torch.empty(self.nheads, **kw))
+        self.A_log = nn.Parameter(torch.empty(self.nheads, **kw))
+        self.D = nn.Parameter(torch.empty(self.nheads, **kw))
+        self.norm = GatedRMSNorm(self.d_inner, self.ngroups, **kw)
+        self.out_proj = nn.Linear(self.d_inner, self.d_model, bias=False, **kw)
+        load_initial_values(self, c, "mixer", values=values)
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
-        """The mixer of a zoo Mamba2 config dict."""
+        """The mixer of a zoo Mamba2 config dict (validated and completed by
+        the C++ config reader)."""
+        c = resolve("Mamba2Mixer.from_config", config)
         keys = ("d_state", "d_conv", "expand", "headdim", "ngroups", "chunk_size")
-        defaults = dict(zip(keys, (64, 4, 2, 64, 1, 64)))
-        return cls(config["d_model"], **{k: config.get(k, defaults[k]) for k in keys},
-                   n_layers=config.get("n_layers", 1), mlp=config.get("d_intermediate", 0) > 0,
+        return cls(c["d_model"], **{k: c[k] for k in keys}, n_layers=c["n_layers"], mlp=c["d_intermediate"] > 0,
                    device=device, dtype=dtype)
 
     def reset_parameters(self):
-        """mamba_ssm's init, as the C++ mixer (the one place it lives here)."""
-        self.in_proj.reset_parameters()
-        self.conv1d.reset_parameters()
-        self.out_proj.reset_parameters()
-        with torch.no_grad():
-            H = self.nheads
-            # softplus(dt_bias) log-uniform in [DT_MIN, DT_MAX]; inverse softplus: dt + log(1 - exp(-dt)).
-            dt = (torch.rand(H, dtype=torch.float64) * (math.log(DT_MAX) - math.log(DT_MIN)) + math.log(DT_MIN))
-            dt = dt.exp().clamp_min(DT_INIT_FLOOR)
-            self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
-            self.A_log.copy_(torch.empty(H).uniform_(*A_INIT_RANGE).log())
-            self.D.fill_(1.0)
-            self.norm.weight.fill_(1.0)
-            self.out_proj.weight.mul_(self._out_scale)
+        """mamba_ssm's init, as the C++ mixer does it: the values of a C++
+        Mamba2Mixer of this configuration, freshly built."""
+        load_initial_values(self, self._config, "mixer")
 
     def _scan_inputs(self, xbc, dt_raw, input_dtype):
         bsz, L = dt_raw.shape[:2]
@@ -178,55 +98,49 @@ class Mamba2Mixer(nn.Module):
         y = y + x * self.D.to(ct).unsqueeze(-1)
         return self.out_proj(self.norm(y.reshape(bsz, L, self.d_inner), z.to(ct)).to(u.dtype))
 
-    def forward(self, u):
+    def _check_input(self, u):
         if not isinstance(u, torch.Tensor) or u.dim() != 3 or u.shape[-1] != self.d_model:
             got = f"shape {tuple(u.shape)}" if isinstance(u, torch.Tensor) else type(u).__name__
             raise ValueError(f"Mamba2Mixer: expected u of shape B x L x {self.d_model}, got {got}")
+
+    def forward(self, u):
+        self._check_input(u)
         z, xBC, dt = self._split(u)
-        xBC = F.silu(causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias))
+        xBC = F.silu(torch.ops.tmm.mamba2_causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias))
         GN = self.ngroups * self.d_state
         ct, x, Bm, Cm, dt, A = self._scan_inputs(xBC.split([self.d_inner, GN, GN], -1), dt, u.dtype)
-        return self._finish(ssd_chunked(x, dt, A, Bm, Cm, self.chunk_size), x, z, ct, u)
+        return self._finish(torch.ops.tmm.mamba2_ssd_chunked(x, dt, A, Bm, Cm, self.chunk_size), x, z, ct, u)
 
+    @torch.no_grad()
     def start_decoding(self, batch, capacity=None):
-        """A decoding state (conv inputs, SSM state) for :meth:`step`; the
-        capacity is unbounded (accepted for a common interface)."""
-        positive("Mamba2Mixer.start_decoding", batch=batch)
-        w = self.in_proj.weight
-        ct = torch.promote_types(w.dtype, torch.float32)
-        return Mamba2State(w.new_zeros(batch, self.d_conv - 1, self.conv1d.weight.shape[0]),
-                           w.new_zeros(batch, self.nheads, self.headdim, self.d_state, dtype=ct))
+        """A decoding state for :meth:`step`: the C++ decoder (conv inputs,
+        SSM state) over this layer's own tensors; the capacity is unbounded
+        (accepted for a common interface)."""
+        tensors = dict(self.named_parameters())
+        try:
+            return Mamba2State(_C._Mamba2Decoder(json.dumps(self._config), tensors, batch))
+        except RuntimeError as e:
+            raise ValueError(f"Mamba2Mixer.start_decoding: {e}") from None
 
     @torch.no_grad()
     def step(self, u, state):
         """u: B x T x d at the next positions: any T at position 0 (the
         prompt), then one token at a time (the C++ decoder's rule). Returns
         B x T x d, as forward() on everything fed so far gives them."""
-        bsz, L = u.shape[:2]
-        if state.position and L != 1:
-            raise ValueError(f"Mamba2Mixer.step: after the prompt, one token at a time, got {L} at position "
-                             f"{state.position}")
-        G, R, P, N, K = self.ngroups, self.nheads // self.ngroups, self.headdim, self.d_state, self.d_conv
-        z, xBC, dt = self._split(u)
-        window = torch.cat([state.conv_inputs, xBC], 1)
-        state.conv_inputs = window[:, L:L + K - 1].clone()
-        conv = causal_depthwise_conv1d(window, self.conv1d.weight, self.conv1d.bias)[:, K - 1:K - 1 + L]
-        GN = G * N
-        ct, x, Bm, Cm, dt, A = self._scan_inputs(F.silu(conv).split([self.d_inner, GN, GN], -1), dt, u.dtype)
-        if state.position == 0:
-            y, state.ssm = ssd_chunked(x, dt, A, Bm, Cm, self.chunk_size, return_final_state=True)
-        else:  # s = exp(dt A) s + dt x B^T, y = s C
-            dt1 = dt[:, 0]
-            s = state.ssm.view(bsz, G, R, P, N)
-            s.mul_(torch.exp(dt1 * A).view(bsz, G, R, 1, 1))
-            s.add_((x[:, 0] * dt1.unsqueeze(-1)).view(bsz, G, R, P, 1) * Bm[:, 0].view(bsz, G, 1, 1, N))
-            y = torch.matmul(s, Cm[:, 0].view(bsz, G, 1, N, 1)).view(bsz, 1, self.nheads, P)
-        state.position += L
-        return self._finish(y, x, z, ct, u)
+        self._check_input(u)
+        try:
+            return state.decoder.forward(u)
+        except RuntimeError as e:
+            raise ValueError(f"Mamba2Mixer.step: {e}") from None
 
 
 class Mamba2State:
-    """What :meth:`Mamba2Mixer.step` keeps: the conv's last inputs and the SSM state."""
+    """What :meth:`Mamba2Mixer.step` keeps: the C++ decoder (the conv's last
+    inputs and the SSM state)."""
 
-    def __init__(self, conv_inputs, ssm):
-        self.conv_inputs, self.ssm, self.position = conv_inputs, ssm, 0
+    def __init__(self, decoder):
+        self.decoder = decoder
+
+    @property
+    def position(self):
+        return self.decoder.position

@@ -11,11 +11,11 @@ import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 
-from ..models._mirror import LMOutput, ModelConfig, shifted_labels
-from .layers import (NORMS, choice, make_linear, make_norm, positive, reset_linear, reset_linear_normal,
-                     reset_linear_torch)
+from ..models.outputs import LMOutput, ModelConfig, shifted_labels
+from ._cpp import load_initial_values, resolve
 from .hyena import HyenaOperator
-from .mixer_block import INITS, SAFARI_STD, MixerBlock
+from .layers import make_norm
+from .mixer_block import INIT_ARCH, MixerBlock, block_config
 from .toeplitz_mixer import ToeplitzMixer
 
 
@@ -72,21 +72,11 @@ def build_mixer(factory, d_model, max_len, layer_idx, mixer_kwargs, device=None,
     return mixer
 
 
-# The zoo config keys from_config reproduces (docs/models.md).
-_COMMON_KEYS = {"arch", "vocab_size", "d_model", "n_layers", "max_len", "dropout", "tie_embeddings"}
-_ZOO_KEYS = {"tmm": {"heads", "kernel", "mixer", "ffn_mult", "activation", "block_order", "norm", "mixer_dropout",
-                     "final_norm", "init"},
-             "hyena": {"ffn_mult", "short_filter", "filter_order", "emb_dim", "filter_sin_freq", "modulate",
-                       "final_norm", "init"}}
-# The values of those keys this port builds (the C++ models' choices).
-_ZOO_CHOICES = {("tmm", "init"): ("kaiming", "scaled"), ("hyena", "init"): ("torch", "safari", "kaiming")}
-
 # The keys of a "mixer" config (SequenceModel.from_mixer_config), sizes first.
 MIXER_CONFIG_KEYS = ("mixer", "vocab_size", "d_model", "n_layers", "max_len", "mixer_kwargs", "ffn_mult", "activation",
                      "block_order", "norm", "final_norm", "dropout", "tie_embeddings", "init")
-MIXER_CONFIG_DEFAULTS = {"mixer_kwargs": {}, "ffn_mult": 4, "activation": "silu", "block_order": "ffn_first",
-                         "norm": "layernorm", "final_norm": False, "dropout": 0.0, "tie_embeddings": False,
-                         "init": "kaiming"}
+# The zoo architectures from_config builds in Python, and their mixers.
+ZOO_MIXERS = {"tmm": ToeplitzMixer, "hyena": HyenaOperator}
 
 
 class SequenceModel(nn.Module):
@@ -114,68 +104,68 @@ class SequenceModel(nn.Module):
     prediction as in transformers.
     """
 
-    def __init__(self, mixer_factory, vocab_size, d_model, n_layers, max_len, *, mixer_kwargs=None, ffn_mult=4,
-                 activation="silu", block_order="ffn_first", norm="layernorm", final_norm=False, dropout=0.0,
-                 tie_embeddings=False, shift_labels=False, init="kaiming", registration="ffn_first",
-                 device=None, dtype=None):
+    def __init__(self, mixer_factory, vocab_size, d_model, n_layers, max_len, *, mixer_kwargs=None, ffn_mult=None,
+                 activation=None, block_order=None, norm=None, final_norm=None, dropout=None, tie_embeddings=None,
+                 shift_labels=False, init=None, registration="ffn_first", device=None, dtype=None):
         super().__init__()
-        positive("SequenceModel", vocab_size=vocab_size, d_model=d_model, max_len=max_len)
-        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 0:
-            raise ValueError(f"SequenceModel: n_layers must be an integer >= 0, got {n_layers!r}")
-        choice("SequenceModel", "norm", norm, NORMS)
-        self.init = choice("SequenceModel", "init", init, INITS)
-        # TMM's tie_io re-initialises a tied embedding; Hyena's "kaiming" does not (from_config clears it)
-        self.tied_kaiming = init in ("kaiming", "scaled")
+        # The options, as a zoo TMM config resolves them (None: its default).
+        c = self._config = block_config("SequenceModel", d_model, max_len, n_layers, {
+            "vocab_size": vocab_size, "ffn_mult": ffn_mult, "activation": activation, "block_order": block_order,
+            "norm": norm, "final_norm": final_norm, "dropout": dropout, "tie_embeddings": tie_embeddings,
+            "init": init})
+        self._zoo_config = None  # from_config: the zoo config whose C++ model initialises this one
+        self.init = c["init"]
         factory = resolve_mixer_factory(mixer_factory)
-        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
-        self.tie_embeddings, self.shift_labels = bool(tie_embeddings), bool(shift_labels)
+        self.vocab_size, self.d_model, self.max_len = c["vocab_size"], c["d_model"], c["max_len"]
+        self.tie_embeddings, self.shift_labels = c["tie_embeddings"], bool(shift_labels)
         kw = {"device": device, "dtype": dtype}
-        self.embed = nn.Embedding(vocab_size, d_model, **kw)
+        self.embed = nn.Embedding(self.vocab_size, self.d_model, **kw)
         self.blocks = nn.ModuleList(
             MixerBlock(d_model, mixer=build_mixer(factory, d_model, max_len, i, mixer_kwargs or {}, n_layers=n_layers,
                                                 **kw),
-                     ffn_mult=ffn_mult, activation=activation, block_order=block_order, norm=norm,
-                     dropout=dropout, init=init, n_layers=max(n_layers, 1), registration=registration, **kw)
+                       ffn_mult=c["ffn_mult"], activation=c["activation"], block_order=c["block_order"],
+                       norm=c["norm"], dropout=c["dropout"], init=self.init, n_layers=max(n_layers, 1),
+                       registration=registration, **kw)
             for i in range(n_layers)
         )
-        self.final_norm = make_norm(norm, d_model, **kw) if final_norm else None
-        self.head = None if tie_embeddings else make_linear(d_model, vocab_size, False, **kw)
+        self.final_norm = make_norm(c["norm"], d_model, **kw) if c["final_norm"] else None
+        self.head = None if self.tie_embeddings else nn.Linear(d_model, self.vocab_size, bias=False, **kw)
         self._reset_embed_and_head()
 
     def _reset_embed_and_head(self):
-        """The C++ models' embedding and head init for ``init``."""
-        with torch.no_grad():
-            if self.init == "safari":
-                self.embed.weight.normal_(0.0, SAFARI_STD)
-            elif self.tied_kaiming and self.tie_embeddings:
-                # the TMM authors' tie_io re-initialises the shared V x d weight Kaiming: N(0, 2/d)
-                nn.init.kaiming_normal_(self.embed.weight, a=0.0, mode="fan_in", nonlinearity="relu")
-            else:
-                self.embed.reset_parameters()
-        if self.head is not None:
-            if self.init == "torch":
-                reset_linear_torch(self.head)
-            elif self.init == "safari":
-                reset_linear_normal(self.head, SAFARI_STD)
-            else:
-                reset_linear(self.head)
+        """The embedding's, final norm's and head's init for ``init``: those of
+        the C++ model of its architecture (with no blocks), freshly built."""
+        c, arch = self._config, INIT_ARCH[self.init]
+        if arch == "tmm":
+            load_initial_values(self, {**c, "n_layers": 0}, "model", skip=("blocks.",))
+            return
+        hyena = {"arch": "hyena", **{k: c[k] for k in ("vocab_size", "d_model", "max_len", "final_norm",
+                                                       "tie_embeddings", "init")}, "n_layers": 0}
+        # The Hyena model's final norm is a LayerNorm: an RMSNorm here keeps its ones.
+        load_initial_values(self, hyena, "model", skip=("blocks.", "final_norm."))
+        if self.final_norm is not None:
+            self.final_norm.reset_parameters()
 
     def reset_parameters(self):
-        """Re-initialises everything as at construction: each block (and its
-        mixer, where it has reset_parameters), the final norm, embedding, head."""
+        """Re-initialises everything as at construction: a from_config model
+        as its C++ model; otherwise each block (and its mixer, where it has
+        reset_parameters), the final norm, embedding and head."""
+        if self._zoo_config is not None:
+            load_initial_values(self, self._zoo_config, "model")
+            return
         for block in self.blocks:
             if hasattr(block.mixer, "reset_parameters"):
                 block.mixer.reset_parameters()
             block.reset_parameters()
-        if self.final_norm is not None:
-            self.final_norm.reset_parameters()
         self._reset_embed_and_head()
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
         """The zoo's TMM or Hyena model in plain Python: a config dict, a zoo
         config name, a JSON path, or a built tmm.models model (its .config).
-        Its state_dict has the C++ model's names and shapes."""
+        The C++ config reader checks and completes the config, and the model
+        starts from the initial values of the C++ model built from it: its
+        state_dict has the C++ model's names, shapes and init."""
         if hasattr(config, "config") and not isinstance(config, dict):
             config = config.config
         if isinstance(config, str):
@@ -188,41 +178,27 @@ class SequenceModel(nn.Module):
             raise TypeError(
                 f"SequenceModel.from_config: expected a config dict, name or path, got {type(config).__name__}")
         arch = config.get("arch")
-        if arch in _ZOO_KEYS:  # a key this port does not know would be silently ignored: refuse it
-            unknown = sorted(set(config) - _COMMON_KEYS - _ZOO_KEYS[arch])
-            if unknown:
-                raise ValueError(f"SequenceModel.from_config: the {arch} key(s) {', '.join(map(repr, unknown))} "
-                                 "have no Python counterpart here (tmm.nn builds the C++ model of docs/models.md)")
-            for (a, key), allowed in _ZOO_CHOICES.items():
-                if a == arch and key in config and config[key] not in allowed:
-                    raise ValueError(f"SequenceModel.from_config: {arch} \"{key}\" must be one of "
-                                     f"{', '.join(map(repr, allowed))}, got {config[key]!r}")
-        common = {"ffn_mult": config.get("ffn_mult", 4), "dropout": config.get("dropout", 0.0),
-                  "tie_embeddings": config.get("tie_embeddings", False), "device": device, "dtype": dtype}
-        sizes = (config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"])
+        if arch not in ZOO_MIXERS:
+            raise ValueError(f"SequenceModel.from_config: \"arch\" must be \"tmm\" or \"hyena\", got {arch!r}")
+        c = resolve("SequenceModel.from_config", config)
+        sizes = (c["vocab_size"], c["d_model"], c["n_layers"], c["max_len"])
+        common = {"ffn_mult": c["ffn_mult"], "dropout": c["dropout"], "tie_embeddings": c["tie_embeddings"],
+                  "final_norm": c["final_norm"], "init": c["init"], "device": device, "dtype": dtype}
         if arch == "tmm":
-            mixer = config.get("mixer", "toeplitz")
-            init = config.get("init", "kaiming")
-            mixer_kwargs = {"heads": config.get("heads", 0), "kernel": config.get("kernel", 1),
-                            "expanded": mixer == "expanded", "frozen": mixer == "frozen", "masked": mixer == "masked",
-                            "mixer_dropout": config.get("mixer_dropout"), "init": init}
-            return cls(ToeplitzMixer, *sizes, mixer_kwargs=mixer_kwargs, activation=config.get("activation", "silu"),
-                       block_order=config.get("block_order", "ffn_first"), norm=config.get("norm", "layernorm"),
-                       final_norm=config.get("final_norm", False), init=init, **common)
-        if arch == "hyena":  # mixer first, GELU, LayerNorm, final LayerNorm opt-in (csrc/models/hyena.cpp)
-            init = config.get("init", "torch")
-            mixer_kwargs = {"filter_order": config.get("filter_order", 64), "emb_dim": config.get("emb_dim", 3),
-                            "short_filter": config.get("short_filter", 3), "w": config.get("filter_sin_freq", 1.0),
-                            "modulate": config.get("modulate", True), "init": init}
+            mixer_kwargs = {"heads": c["heads"], "kernel": c["kernel"], "expanded": c["mixer"] == "expanded",
+                            "frozen": c["mixer"] == "frozen", "masked": c["mixer"] == "masked",
+                            "mixer_dropout": c["mixer_dropout"], "init": c["init"]}
+            model = cls(ToeplitzMixer, *sizes, mixer_kwargs=mixer_kwargs, activation=c["activation"],
+                        block_order=c["block_order"], norm=c["norm"], **common)
+        else:  # the C++ HyenaBlock: mixer first (also in registration), GELU, LayerNorm
+            mixer_kwargs = {"filter_order": c["filter_order"], "emb_dim": c["emb_dim"],
+                            "short_filter": c["short_filter"], "w": c["filter_sin_freq"], "modulate": c["modulate"],
+                            "init": c["init"]}
             model = cls(HyenaOperator, *sizes, mixer_kwargs=mixer_kwargs, activation="gelu",
-                        block_order="mixer_first", norm="layernorm", final_norm=config.get("final_norm", False),
-                        init=init, registration="mixer_first", **common)
-            if init == "kaiming":  # Hyena's former init keeps a tied embedding N(0, 1)
-                model.tied_kaiming = False
-                if model.tie_embeddings:
-                    model.embed.reset_parameters()
-            return model
-        raise ValueError(f"SequenceModel.from_config: \"arch\" must be \"tmm\" or \"hyena\", got {arch!r}")
+                        block_order="mixer_first", norm="layernorm", registration="mixer_first", **common)
+        model._zoo_config = c
+        model.reset_parameters()
+        return model
 
     @classmethod
     def from_mixer_config(cls, config, device=None, dtype=None):
@@ -230,8 +206,10 @@ class SequenceModel(nn.Module):
         (an import path), optional "mixer_kwargs" (a dict), the sizes
         vocab_size, d_model, n_layers, max_len, and optionally the block
         options (ffn_mult, activation, block_order, norm, final_norm,
-        dropout, tie_embeddings, init: the FFN's, embedding's and head's). How scripts/compare.py --mixer builds a
-        user's mixer into the zoo's skeleton; ``model.config`` gives it back."""
+        dropout, tie_embeddings, init: the FFN's, embedding's and head's;
+        the C++ TMM defaults where absent). How scripts/compare.py --mixer
+        builds a user's mixer into the zoo's skeleton; ``model.config`` gives
+        it back, every key filled in."""
         if not isinstance(config, dict) or config.get("arch") != "mixer":
             raise ValueError("SequenceModel.from_mixer_config: expected a dict with \"arch\": \"mixer\"")
         unknown = sorted(set(config) - set(MIXER_CONFIG_KEYS) - {"arch"})
@@ -246,8 +224,8 @@ class SequenceModel(nn.Module):
         options = {k: config[k] for k in MIXER_CONFIG_KEYS[5:] if k in config}
         model = cls(config["mixer"], config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"],
                     device=device, dtype=dtype, **options)
-        filled = {k: config.get(k, MIXER_CONFIG_DEFAULTS.get(k)) for k in MIXER_CONFIG_KEYS}
-        model.config = ModelConfig(arch="mixer", **filled)
+        filled = {**model._config, "mixer": config["mixer"], "mixer_kwargs": config.get("mixer_kwargs", {})}
+        model.config = ModelConfig(arch="mixer", **{k: filled[k] for k in MIXER_CONFIG_KEYS})
         return model
 
     # True: in training, each block's activations are recomputed in backward (torch.utils.checkpoint)

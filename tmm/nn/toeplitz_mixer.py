@@ -1,28 +1,22 @@
-"""TMM's token mixer as a plain nn.Module over torch.ops.tmm.causal_toeplitz:
-the mathematics, parameter names and init of the C++ ToeplitzMixer
-(csrc/models/tmm.cpp), so that its state_dict is a zoo model's
-``blocks.<i>.mixer.*``."""
+"""TMM's token mixer as a plain nn.Module over torch.ops.tmm.causal_toeplitz,
+defined by the C++ ToeplitzMixer (csrc/models/tmm.cpp): its configuration
+is the C++ config reader's, its initial values the C++ init's, its decoding
+the C++ OnlineToeplitz; its state_dict is a zoo model's ``blocks.<i>.mixer.*``."""
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import choice, make_linear, positive, reset_linear, residual_scale, toeplitz_init_, uniform_init_
+from .. import _C
+from ._cpp import initial_values, load_initial_values, resolve
 
 VARIANTS = ("toeplitz", "expanded", "frozen", "masked")
-INITS = ("kaiming", "scaled")
-EXPANDED_DROPOUT = 0.1  # the authors' heads version (csrc/models/tmm.cpp)
 
 
 def causal_matrix_mix(x, matrix, bias):
     """y[b,t,g,:] = sum_{s<=t} M[g,t,s] x[b,s,g,:] + bias[g,t] over the first L
     rows and columns of the G x N x N matrix M (its upper triangle ignored):
-    the "masked" mixer, as tmm::models::causal_matrix_mix computes it."""
-    B, L, C = x.shape
-    G = matrix.shape[0]
-    M = matrix[:, :L, :L].tril()
-    y = torch.einsum("gts,bsgc->btgc", M, x.reshape(B, L, G, C // G))
-    y = y + bias[:, :L].t().reshape(1, L, G, 1)
-    return y.reshape(B, L, C)
+    the "masked" mixer, torch.ops.tmm.causal_matrix_mix (csrc/models/online_toeplitz.cpp)."""
+    return torch.ops.tmm.causal_matrix_mix(x, matrix, bias)
 
 
 class ToeplitzMixer(nn.Module):
@@ -48,91 +42,48 @@ class ToeplitzMixer(nn.Module):
     def __init__(self, d_model, max_len, heads=0, kernel=1, expanded=False, frozen=False, masked=False,
                  mixer_dropout=None, init="kaiming", n_layers=1, device=None, dtype=None):
         super().__init__()
-        positive("ToeplitzMixer", d_model=d_model, max_len=max_len, kernel=kernel)
-        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 0:
-            raise ValueError(f"ToeplitzMixer: heads must be an integer >= 0 (0 = flat), got {heads!r}")
-        if heads and d_model % heads:
-            raise ValueError(f"ToeplitzMixer: heads must divide d_model = {d_model}, got {heads}")
-        per_group = d_model // heads if heads else d_model
-        if kernel > per_group:
-            raise ValueError(f"ToeplitzMixer: kernel must be in [1, channels per head = {per_group}], got {kernel}")
         chosen = [n for n, on in (("expanded", expanded), ("frozen", frozen), ("masked", masked)) if on]
         if len(chosen) > 1:
             raise ValueError(
                 f"ToeplitzMixer: expanded, frozen and masked exclude each other, got {' and '.join(chosen)}")
-        if masked and kernel != 1:
-            raise ValueError(f"ToeplitzMixer: kernel must be 1 with masked=True, got {kernel}")
-        if mixer_dropout is None:
-            mixer_dropout = EXPANDED_DROPOUT if expanded else 0.0
-        if isinstance(mixer_dropout, bool) or not isinstance(mixer_dropout, (int, float)) \
-                or not 0.0 <= mixer_dropout < 1.0:
-            raise ValueError(f"ToeplitzMixer: mixer_dropout must be in [0, 1), got {mixer_dropout!r}")
-        if mixer_dropout and not expanded:
-            raise ValueError(f"ToeplitzMixer: mixer_dropout applies to expanded=True only, got {mixer_dropout!r}")
-        self.init = choice("ToeplitzMixer", "init", init, INITS)
-        positive("ToeplitzMixer", n_layers=n_layers)
-        self.d_model, self.max_len, self.heads, self.kernel = d_model, max_len, heads, kernel
-        self.n_layers, self.mixer_dropout = n_layers, float(mixer_dropout)
-        self.variant = chosen[0] if chosen else "toeplitz"
-        G, K, N = (heads or 1), kernel, max_len
+        # A zoo TMM config of this mixer (vocab_size is not the mixer's: any valid value)
+        config = {"arch": "tmm", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers, "max_len": max_len,
+                  "heads": heads, "kernel": kernel, "mixer": chosen[0] if chosen else "toeplitz", "init": init}
+        if mixer_dropout is not None:
+            config["mixer_dropout"] = mixer_dropout
+        c = self._config = resolve("ToeplitzMixer", config)
+        self.d_model, self.max_len, self.heads, self.kernel = c["d_model"], c["max_len"], c["heads"], c["kernel"]
+        self.n_layers, self.mixer_dropout, self.init, self.variant = c["n_layers"], c["mixer_dropout"], c["init"], \
+            c["mixer"]
+        params, buffers = values = initial_values(c, "mixer")
         kw = {"device": device, "dtype": dtype}
         # Registration order is the C++ mixer's, so named_parameters() lists alike.
-        if heads:
-            self.in_proj = make_linear(d_model, d_model, True, **kw)
-        shape = (G, N, N) if masked else (G, K, N)
-        if frozen:  # the authors freeze the vectors and the bias: buffers
-            self.register_buffer("weight", torch.empty(shape, **kw))
-            self.register_buffer("bias", torch.empty(G, N, **kw))
-        else:
-            self.weight = nn.Parameter(torch.empty(shape, **kw))
-            self.bias = nn.Parameter(torch.empty(G, N, **kw))
-        if expanded:
-            self.weight2 = nn.Parameter(torch.empty(G, K, N, **kw))
-            self.bias2 = nn.Parameter(torch.empty(G, N, **kw))
+        if self.heads:
+            self.in_proj = nn.Linear(self.d_model, self.d_model, **kw)
+        for name in ("weight", "bias", "weight2", "bias2"):  # shapes and kinds (frozen: buffers) as C++ has them
+            if name in params:
+                self.register_parameter(name, nn.Parameter(torch.empty(params[name].shape, **kw)))
+            elif name in buffers:
+                self.register_buffer(name, torch.empty(buffers[name].shape, **kw))
+        if self.variant == "expanded":
             self.dropout = nn.Dropout(self.mixer_dropout)
-        if heads:
-            self.out_proj = make_linear(d_model, d_model, True, **kw)
-        self.reset_parameters()
+        if self.heads:
+            self.out_proj = nn.Linear(self.d_model, self.d_model, **kw)
+        load_initial_values(self, c, "mixer", values=values)
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
-        """The mixer of a zoo TMM config (a dict with "d_model", "max_len" and
-        optionally "heads", "kernel", "mixer", "mixer_dropout", "init",
-        "n_layers")."""
-        mixer = config.get("mixer", "toeplitz")
-        if mixer not in VARIANTS:
-            raise ValueError(
-                f"ToeplitzMixer.from_config: \"mixer\" must be one of {', '.join(VARIANTS)}, got {mixer!r}")
-        return cls(config["d_model"], config["max_len"], heads=config.get("heads", 0),
-                   kernel=config.get("kernel", 1), expanded=mixer == "expanded", frozen=mixer == "frozen",
-                   masked=mixer == "masked", mixer_dropout=config.get("mixer_dropout"),
-                   init=config.get("init", "kaiming"), n_layers=config.get("n_layers", 1) or 1,
-                   device=device, dtype=dtype)
+        """The mixer of a zoo TMM config (a dict, validated and completed by
+        the C++ config reader)."""
+        c = resolve("ToeplitzMixer.from_config", config)
+        return cls(c["d_model"], c["max_len"], heads=c["heads"], kernel=c["kernel"], expanded=c["mixer"] == "expanded",
+                   frozen=c["mixer"] == "frozen", masked=c["mixer"] == "masked", mixer_dropout=c["mixer_dropout"],
+                   init=c["init"], n_layers=c["n_layers"], device=device, dtype=dtype)
 
     def reset_parameters(self):
-        """The C++ mixer's init (the one place this layer's init lives)."""
-        N = self.max_len
-        if self.heads:
-            reset_linear(self.in_proj)
-        if self.variant == "masked":
-            uniform_init_(self.weight, N)
-            uniform_init_(self.bias, N)
-        else:
-            toeplitz_init_(self.weight, N)
-            with torch.no_grad():
-                self.bias.zero_()
-        if self.variant == "expanded":
-            toeplitz_init_(self.weight2, N)
-            with torch.no_grad():
-                self.bias2.zero_()
-        if self.heads:
-            reset_linear(self.out_proj)
-        if self.init == "scaled":  # the branch's last weight, GPT-2's 1/sqrt(2 n_layers)
-            with torch.no_grad():
-                last = [self.out_proj.weight] if self.heads else [self.weight] + (
-                    [self.weight2] if self.variant == "expanded" else [])
-                for w in last:
-                    w.mul_(residual_scale(self.n_layers))
+        """The C++ mixer's init: the values of a C++ ToeplitzMixer of this
+        configuration, freshly built."""
+        load_initial_values(self, self._config, "mixer")
 
     def _mix(self, x, weight, bias):
         if self.variant == "masked":
@@ -154,15 +105,17 @@ class ToeplitzMixer(nn.Module):
             h = self._mix(self.dropout(F.silu(h)), self.weight2, self.bias2)
         return self.out_proj(h) if self.heads else h
 
-    # Incremental decoding, as the C++ decoder's "cached" method computes it.
+    # Incremental decoding: the C++ decoder's OnlineToeplitz ("cached"), one per Toeplitz stage.
+    @torch.no_grad()
     def start_decoding(self, batch, capacity):
         """A decoding state for `batch` sequences of at most `capacity` (<=
         max_len) positions, fed to :meth:`step`."""
-        positive("ToeplitzMixer.start_decoding", batch=batch, capacity=capacity)
-        if capacity > self.max_len:
-            raise ValueError(f"ToeplitzMixer.start_decoding: capacity {capacity} exceeds max_len = {self.max_len}")
-        stages = 2 if self.variant == "expanded" else 1
-        return ToeplitzMixerState(batch, capacity, self.d_model, stages, self.weight)
+        stages = [(self.weight, self.bias)] + ([(self.weight2, self.bias2)] if self.variant == "expanded" else [])
+        try:
+            return ToeplitzMixerState([_C._OnlineToeplitz(w, b, batch, self.d_model, capacity,
+                                                          matrix=self.variant == "masked") for w, b in stages])
+        except RuntimeError as e:
+            raise ValueError(f"ToeplitzMixer.start_decoding: {e}") from None
 
     @torch.no_grad()
     def step(self, x, state):
@@ -172,20 +125,14 @@ class ToeplitzMixer(nn.Module):
         Inference, as the C++ decoder: no gradients flow through a step and
         the expanded mixer's dropout is off."""
         self._check_input(x)
-        if x.shape[0] != state.batch:
-            raise ValueError(f"ToeplitzMixer.step: the state holds batch {state.batch}, got x of batch {x.shape[0]}")
-        T, t = x.shape[1], state.position
-        if t + T > state.capacity:
-            raise ValueError(f"ToeplitzMixer.step: {t} + {T} positions exceed the state's capacity {state.capacity}")
         h = self.in_proj(x) if self.heads else x
-        h = self._online(state.inputs[0], t, h, self.weight, self.bias)
-        if self.variant == "expanded":
-            h = self._online(state.inputs[1], t, F.silu(h), self.weight2, self.bias2)
-        state.position = t + T
+        try:
+            h = state.stages[0].forward(h)
+            if self.variant == "expanded":
+                h = state.stages[1].forward(F.silu(h))
+        except RuntimeError as e:
+            raise ValueError(f"ToeplitzMixer.step: {e}") from None
         return self.out_proj(h) if self.heads else h
-
-    def _online(self, inputs, t, h, weight, bias):
-        return online_mix(inputs, t, h, weight, bias, masked=self.variant == "masked")
 
     def extra_repr(self):
         text = (f"d_model={self.d_model}, max_len={self.max_len}, heads={self.heads}, kernel={self.kernel}, "
@@ -197,34 +144,13 @@ class ToeplitzMixer(nn.Module):
         return text
 
 
-def online_mix(inputs, t, h, weight, bias, masked=False):
-    """Causal Toeplitz (masked: full-matrix) mixing of the next T positions
-    h (B x T x C) from position t, keeping every input in `inputs` (B x
-    capacity x C): the C++ OnlineToeplitz "cached" method. bias may be None."""
-    T = h.shape[1]
-    inputs[:, t:t + T] = h.to(inputs.dtype)
-    if T > 1 or t == 0:  # the prompt (or a block): the full mix over everything so far
-        seen = inputs[:, :t + T]
-        y = causal_matrix_mix(seen, weight, bias) if masked else torch.ops.tmm.causal_toeplitz(seen, weight, bias)
-        return y[:, t:]
-    B, C, G = h.shape[0], h.shape[2], weight.shape[0]
-    seen = inputs[:, :t + 1].reshape(B, t + 1, G, C // G)
-    if masked:  # row t of each group's matrix
-        y = torch.einsum("gs,bsgc->bgc", weight[:, t, :t + 1], seen)
-    else:  # row t of the Toeplitz matrix, each tap i reading the channel K-1-i below
-        K = weight.shape[1]
-        z = torch.einsum("gks,bsgc->bgkc", weight[:, :, :t + 1].flip(-1), seen)
-        padded = F.pad(z, (K - 1, 0))
-        y = sum(padded[:, :, i, i:i + C // G] for i in range(K))
-    if bias is not None:
-        y = y + bias[:, t].reshape(1, G, 1)
-    return y.reshape(B, 1, C)
-
-
 class ToeplitzMixerState:
-    """What :meth:`ToeplitzMixer.step` keeps: every input so far of each
-    Toeplitz stage (B x capacity x d) and the next position."""
+    """What :meth:`ToeplitzMixer.step` keeps: a C++ OnlineToeplitz per
+    Toeplitz stage (every input so far)."""
 
-    def __init__(self, batch, capacity, channels, stages, like):
-        self.batch, self.capacity, self.position = batch, capacity, 0
-        self.inputs = [like.new_zeros(batch, capacity, channels) for _ in range(stages)]
+    def __init__(self, stages):
+        self.stages = stages
+
+    @property
+    def position(self):
+        return self.stages[0].position

@@ -35,6 +35,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -85,6 +86,8 @@ class HyenaFilterImpl : public torch::nn::Module {
   at::Tensor toeplitz_weight(int64_t L);
   // v: B x L x d -> h (*) v + D * v, through tmm::ops::causal_toeplitz (groups = d).
   at::Tensor forward(const at::Tensor& v);
+  // The MLP's tensors w0, b0, w1, b1, w2, b2, w3 (torch.ops.tmm.hyena_filter's `mlp`).
+  std::vector<at::Tensor> mlp_tensors() const;
 
   torch::nn::ModuleList mlp;  // Linear(emb_dim, F), Linear(F, F) x 2, Linear(F, d, no bias)
   at::Tensor freq;            // F: frequencies of the sine activations
