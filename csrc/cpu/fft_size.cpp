@@ -88,7 +88,7 @@ int64_t fft_block_bytes() {
   }
   // Half the core's L2, measured once (glibc reads it from cpuid): a block's
   // passes then run from L2 with room left for the twiddles and the row
-  // spectra. Half of 2 MiB was 10-17% faster than 256 KiB at L = 4096 and
+  // spectra. Half of 2 MiB was 10-16% faster than 256 KiB at L = 4096 and
   // 65536 on an AVX-512 Xeon (docs/benchmarks.md); AMD's 512 KiB-1 MiB L2s
   // get 256-512 KiB. 256 KiB where the size is not reported.
   static const int64_t from_l2 = [] {
