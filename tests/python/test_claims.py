@@ -116,6 +116,17 @@ def test_dry_run_plans_every_claim_and_trains_nothing(tmp_path):
     assert result.claims == []
 
 
+def test_the_timed_plan_gives_hours_per_claim_adding_up_to_the_total(tmp_path):
+    said = []
+    run_claims(ClaimsSettings(scale="small", only="copy,mqar", out=str(tmp_path / "d"), dry_run=True, estimate=True),
+               say=said.append)
+    timed = next(m for m in said if m.startswith("estimated training time"))
+    rows = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in timed.splitlines()[3:]}
+    assert set(rows) == {"copy", "mqar", "total"}
+    assert float(rows["total"]) == pytest.approx(float(rows["copy"]) + float(rows["mqar"]), abs=0.011)
+    assert not (tmp_path / "d").exists()
+
+
 @pytest.mark.parametrize("kwargs, needle", [
     ({"only": "copy,nope"}, "--only: expected a comma-separated subset"),
     ({"scale": "huge"}, "--scale must be one of small, default, quick, paper"),

@@ -127,7 +127,8 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root
     say(f"scale {s.scale} on {s.device}, writing {out}; the plan:\n{plan}")
     if s.estimate or STEP_TIME in names:
         table, seconds = time_plan(dry.plan, s.device, say=say)
-        say(f"estimated training time {seconds / 3600:.2f} h on this machine (from timed steps; evaluation extra)")
+        say(f"estimated training time {sum(seconds.values()) / 3600:.2f} h on this machine (from timed steps; "
+            f"evaluation extra):\n{plan_table(dry.plan, seconds)}")
         if STEP_TIME in names and not s.dry_run:
             from ...files import atomic_write_text
 

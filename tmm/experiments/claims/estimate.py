@@ -23,12 +23,16 @@ from .models import ModelSpec
 __all__ = ["plan_table", "time_plan"]
 
 
-def plan_table(plan: list) -> str:
-    """Per claim (the first part of each job's path): jobs, training runs, tokens, estimated FLOPs."""
+def _claim(job) -> str:
+    return job.path.split("/", 1)[0]  # a job's path starts with its claim
+
+
+def plan_table(plan: list, seconds: dict = None) -> str:
+    """Per claim: jobs, training runs, tokens, estimated FLOPs, and with
+    ``seconds`` (claim -> timed training seconds, :func:`time_plan`) hours."""
     per = {}
     for job in plan:
-        claim = job.path.split("/", 1)[0]
-        row = per.setdefault(claim, [0, 0, 0, 0.0])
+        row = per.setdefault(_claim(job), [0, 0, 0, 0.0])
         row[0] += 1
         row[1] += len(job.models)
         row[2] += job.tokens * len(job.models)
@@ -36,7 +40,12 @@ def plan_table(plan: list) -> str:
     rows = [[k, str(v[0]), str(v[1]), f"{v[2]:,}", fmt_flops(v[3]) if v[3] else "-"] for k, v in per.items()]
     total = [sum(v[i] for v in per.values()) for i in range(4)]
     rows.append(["total", str(total[0]), str(total[1]), f"{total[2]:,}", fmt_flops(total[3])])
-    return markdown_table(["claim", "jobs", "training runs", "tokens", "est. FLOPs"], rows)
+    header = ["claim", "jobs", "training runs", "tokens", "est. FLOPs"]
+    if seconds is not None:
+        hours = [seconds.get(k, 0.0) / 3600 for k in per] + [sum(seconds.values()) / 3600]
+        rows = [row + [f"{h:.2f}" if h else "-"] for row, h in zip(rows, hours)]
+        header.append("est. hours")
+    return markdown_table(header, rows)
 
 
 def _model_configs(job):
@@ -49,9 +58,9 @@ def _model_configs(job):
 
 
 def time_plan(plan: list, device="cpu", n=3, say=None) -> tuple:
-    """(markdown step-time table, estimated training seconds of the whole
-    plan): every distinct (config, task, batch) timed once."""
-    timed, total, rows = {}, 0.0, []
+    """(markdown step-time table, claim -> estimated training seconds):
+    every distinct (config, task, batch) timed once."""
+    timed, seconds, rows = {}, {}, []
     for job in plan:
         if job.kind != "compare":
             continue
@@ -65,6 +74,6 @@ def time_plan(plan: list, device="cpu", n=3, say=None) -> tuple:
                 tokens_s = batch * task.seq_len / timed[key]
                 rows.append([label, f"{task.name} {task.seq_len}", str(batch), f"{timed[key] * 1e3:.1f}",
                              f"{tokens_s:,.0f}"])
-            total += timed[key] * job.steps
+            seconds[_claim(job)] = seconds.get(_claim(job), 0.0) + timed[key] * job.steps
     table = markdown_table(["model", "task, sequence", "batch", "ms / step", "tokens / s"], rows, left=2)
-    return table, total
+    return table, seconds
