@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import tmm.models
+from tmm.models.outputs import ModelConfig
 
 from .errors import SettingsError
 
@@ -129,8 +130,6 @@ def build_model(cfg: dict, drop_in: bool = False):
     if cfg.get("arch") == "mixer":
         return SequenceModel.from_mixer_config(cfg)
     if drop_in and cfg.get("arch") in ("tmm", "hyena"):
-        from tmm.models._mirror import ModelConfig
-
         model = SequenceModel.from_config(cfg)
         model.config = ModelConfig(cfg)  # the zoo config it reproduces (the FLOPs estimate reads it)
         return model

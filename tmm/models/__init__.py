@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 
 from .. import _C
-from ._mirror import CppModuleList, CppNode, LanguageModel, LMOutput
+from ._mirror import CppModuleList, CppNode, LanguageModel
+from .outputs import LMOutput
 
 
 def models_dir():

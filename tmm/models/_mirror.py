@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .. import _C
-from .outputs import LMOutput, ModelConfig, shifted_labels  # noqa: F401 (their former home)
+from .outputs import LMOutput, ModelConfig, shifted_labels
 
 # The C++ calls are opaque to Dynamo: one clean graph break each, and the code
 # around them (loss, optimizer) still compiles.
