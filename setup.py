@@ -13,7 +13,7 @@ installs its tree into the package, which is then also a CMake prefix:
     tmm/lib/libtmm_torch.so                 the C++ library (RPATH: $ORIGIN, ../torch/lib)
     tmm/include/tmm/, tmm/lib/cmake/        headers, find_package(tmm_torch)
     tmm/bin/tmm                             the CLI, started by the script `tmm` (tmm/_launcher.py)
-    tmm/configs/                            the zoo's configs, copied from models/
+    tmm/configs/                            the zoo's configs (in the checkout a link to models/)
     tmm/tolerances.json                     the test tolerance table
 
 The CMake build lives in build-pip/ beside the usual build/, at the same
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
-from setuptools.command.build_py import build_py
 
 from distutils.command.build_scripts import build_scripts  # noqa: E402  (setuptools' own copy of distutils)
 
@@ -121,27 +120,6 @@ class CMakeBuild(build_ext):
                            env=env, stdout=subprocess.DEVNULL)
 
 
-class BuildPyWithConfigs(build_py):
-    """Also copies the zoo's configs (models/**.json) into the package as
-    tmm/configs/, where tmm.models.config_path finds them once installed."""
-
-    def run(self):
-        super().run()
-        for src in self._configs():
-            dst = Path(self.build_lib) / "tmm" / "configs" / src.relative_to(ROOT / "models")
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            self.copy_file(str(src), str(dst))
-
-    def get_outputs(self, include_bytecode=True):
-        out = Path(self.build_lib) / "tmm" / "configs"
-        configs = [str(out / p.relative_to(ROOT / "models")) for p in self._configs()]
-        return super().get_outputs(include_bytecode) + configs
-
-    @staticmethod
-    def _configs():
-        return sorted((ROOT / "models").rglob("*.json"))
-
-
 class BuildLauncher(build_scripts):
     """Installs tmm/_launcher.py as the script `tmm` (see that file)."""
 
@@ -166,10 +144,11 @@ setup(
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
     packages=find_packages(include=["tmm", "tmm.*"]),
-    package_data={"tmm": ["tolerances.json"]},
+    # tmm/configs links to models/ in the checkout; the wheel holds the files themselves.
+    package_data={"tmm": ["tolerances.json", "configs/**/*.json"]},
     ext_modules=[Extension("tmm._C", sources=[])],
     scripts=["tmm/_launcher.py"],
-    cmdclass={"build_ext": CMakeBuild, "build_py": BuildPyWithConfigs, "build_scripts": BuildLauncher},
+    cmdclass={"build_ext": CMakeBuild, "build_scripts": BuildLauncher},
     options={"build": {"build_base": f"{BUILD_DIR}/setuptools"}},
     python_requires=">=3.9",
     install_requires=[torch_requirement(), *runtime_requirements()],

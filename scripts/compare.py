@@ -80,6 +80,10 @@ def parse_args(argv=None):
                         "factory(d_model, **kwargs), B x L x d -> B x L x d) in the blocks of --mixer-base "
                         "(tmm.nn.SequenceModel; docs/interop.md)")
     p.add_argument("--mixer-kwargs", default=None, metavar="JSON", help="the mixer's keyword arguments, a JSON object")
+    p.add_argument("--mixer-inputs", default=None, metavar="NAMES",
+                   help="the per-layer values the mixer takes, comma-separated, out of max_len, l_max, seq_len, "
+                        "layer_idx, n_layers, device, dtype (default: the mixer's own mixer_inputs attribute, else "
+                        "none)")
     p.add_argument("--mixer-base", default=D.mixer_base,
                    help="the zoo config whose sizes and block options the mixer's model takes")
     p.add_argument("--max-len", choices=["task", "config"], default=D.max_len,

@@ -22,7 +22,7 @@ import torch
 
 _NATIVE = ("io", "models", "nn", "ops", "text", "_C", "__version__", "with_cuda")
 # Imported on first attribute access (PEP 562): their dependencies load only when used.
-_LAZY = ("analysis", "bench", "data", "distill", "eval", "experiments", "files", "hf", "progress",
+_LAZY = ("analysis", "bench", "data", "distill", "distributed", "eval", "experiments", "files", "hf", "progress",
          "tables", "tasks", "testing", "train", "train_checkpoints")
 
 

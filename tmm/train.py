@@ -131,6 +131,7 @@ from typing import Callable, Optional
 import torch
 
 from . import train_checkpoints
+from .distributed import rank_and_world_size
 from .progress import Progress
 
 __all__ = ["TrainConfig", "TrainResult", "NonFiniteError", "train", "evaluate", "flops_per_token"]
@@ -342,15 +343,6 @@ def _check_shardable(model):
                if hasattr(model, "_cpp_root") else "it has no .blocks to shard"))
 
 
-def _distributed():
-    """(rank, world size) of an initialised torch.distributed group, else (0, 1)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 # What must match for a checkpoint to continue this run (the rest, e.g. the
 # time budget, threads or checkpoint cadence, may change between sessions).
 _RESUME_KEYS = ("steps", "batch_size", "lr", "weight_decay", "betas", "warmup", "min_lr_ratio", "grad_clip", "seed",
@@ -412,7 +404,7 @@ class _Training:
 
     def __init__(self, model, task, cfg, log):
         self.model, self.task, self.cfg, self.log = model, task, cfg, log
-        self.rank, self.world = _distributed()
+        self.rank, self.world = rank_and_world_size()
         self.main = self.rank == 0
         if cfg.batch_size % (self.world * cfg.grad_accum):
             raise ValueError(f"train: batch_size {cfg.batch_size} does not divide into {cfg.grad_accum} micro-batches "

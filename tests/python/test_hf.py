@@ -71,7 +71,7 @@ def _logits(model, ids):
 
 def _round_trip(hf, tmp_path, shard=None):
     """HF -> (save_pretrained) -> tmm -> logits; tmm -> save -> tmm.models.load;
-    tmm -> to_hf -> AutoModelForCausalLM. Returns the imported model."""
+    tmm -> save_pretrained -> AutoModelForCausalLM. Returns the imported model."""
     src = tmp_path / "hf"
     hf.save_pretrained(src, **({"max_shard_size": shard} if shard else {}))
     if shard:
@@ -87,7 +87,7 @@ def _round_trip(hf, tmp_path, shard=None):
     loaded = tmm.models.load(tmp_path / "tmm").eval()
     assert torch.equal(_logits(loaded, ids), got)
 
-    model.to_hf(tmp_path / "out")
+    tmm.hf.save_pretrained(model, tmp_path / "out")
     back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert type(back) is type(hf)
     assert rel_err(_logits(back, ids), got) <= TOL, "tmm -> HF"
@@ -148,7 +148,7 @@ def test_a_bfloat16_checkpoint_and_an_older_config(tmp_path):
     config["rope_scaling"] = None
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert tmm.hf.from_pretrained(tmp_path).config["rope_theta"] == 500000.0
-    model.to(torch.bfloat16).to_hf(tmp_path / "out")
+    tmm.hf.save_pretrained(model.to(torch.bfloat16), tmp_path / "out")
     assert json.loads((tmp_path / "out" / "config.json").read_text())["dtype"] == "bfloat16"
     back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.bfloat16)
     assert torch.equal(back.model.embed_tokens.weight, model.embed.weight)
@@ -168,9 +168,9 @@ def test_tmm_and_hyena_in_the_hf_layout(name, config, tmp_path):
             p.add_(0.01 * torch.randn_like(p))
     tok = tmm.text.train_bpe_json(iter(["a tiny corpus for a tokenizer"] * 3), 270, min_frequency=1)
     (tmp_path / "tok.json").write_text(tok)
-    model.to_hf(tmp_path / "out", tokenizer=tmp_path / "tok.json")
+    tmm.hf.save_pretrained(model, tmp_path / "out", tokenizer=tmp_path / "tok.json")
     from tokenizers import Tokenizer
-    model.to_hf(tmp_path / "out2", tokenizer=Tokenizer.from_str(tok))  # a tokenizers.Tokenizer too
+    tmm.hf.save_pretrained(model, tmp_path / "out2", tokenizer=Tokenizer.from_str(tok))  # a tokenizers.Tokenizer too
     assert json.loads((tmp_path / "out2" / "tokenizer.json").read_text()) == json.loads(tok)
     written = json.loads((tmp_path / "out" / "config.json").read_text())
     arch = model.arch
@@ -255,15 +255,15 @@ def test_missing_files_and_bad_shards(tmp_path):
         tmm.hf.from_pretrained(d)
 
 
-def test_to_hf_refuses_what_hf_cannot_hold(tmp_path):
+def test_save_pretrained_refuses_what_hf_cannot_hold(tmp_path):
     windowed = tmm.models.build({"arch": "transformer", "vocab_size": 20, "d_model": 16, "n_layers": 1,
                                  "n_heads": 2, "max_len": 16, "window": 4})
-    with pytest.raises(ValueError, match='key "window" = 4'):
-        windowed.to_hf(tmp_path / "w")
+    with pytest.raises(ValueError, match='save_pretrained: key "window" = 4'):
+        tmm.hf.save_pretrained(windowed, tmp_path / "w")
     with_mlp = tmm.models.build({"arch": "mamba2", "vocab_size": 20, "d_model": 16, "n_layers": 1, "max_len": 16,
                                  "d_state": 8, "headdim": 8, "d_intermediate": 32})
     with pytest.raises(ValueError, match='key "d_intermediate" = 32'):
-        with_mlp.to_hf(tmp_path / "m")
+        tmm.hf.save_pretrained(with_mlp, tmp_path / "m")
     with pytest.raises(TypeError, match="expected a tmm.models model"):
         tmm.hf.save_pretrained(torch.nn.Linear(2, 2), tmp_path / "x")
     assert not (tmp_path / "w" / "config.json").exists()
@@ -271,7 +271,7 @@ def test_to_hf_refuses_what_hf_cannot_hold(tmp_path):
 
 def test_without_transformers_the_error_says_so(tmp_path, monkeypatch):
     hf_llama().save_pretrained(tmp_path / "llama")
-    tmm.models.build("tmm-tiny").to_hf(tmp_path / "tmm")
+    tmm.hf.save_pretrained(tmm.models.build("tmm-tiny"), tmp_path / "tmm")
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now fails
     with pytest.raises(ImportError, match="needs the HuggingFace transformers package"):
         tmm.hf.from_pretrained(tmp_path / "llama")

@@ -43,7 +43,8 @@ def user_package(tmp_path, monkeypatch):
 @pytest.mark.timeout(120)
 def test_compare_trains_a_user_mixer_beside_a_zoo_model(tmp_path, user_package, restore_threads):
     out = tmp_path / "run"
-    settings = CompareSettings(configs=[TINY], mixer=user_package, mixer_kwargs='{"scale": 0.5}', mixer_base=TINY,
+    settings = CompareSettings(configs=[TINY], mixer=user_package, mixer_kwargs='{"scale": 0.5}',
+                               mixer_inputs="seq_len", mixer_base=TINY,
                                n=4, steps=3, batch_size=2, eval_every=3, eval_batches=1, threads=1, out=str(out),
                                no_progress=True)
     result = run_comparison(settings.checked())
@@ -53,6 +54,7 @@ def test_compare_trains_a_user_mixer_beside_a_zoo_model(tmp_path, user_package, 
     assert labels == ["tmm", "CausalMean"]
     mixer = config["models"][1]["config"]
     assert mixer["arch"] == "mixer" and mixer["mixer"] == user_package and mixer["mixer_kwargs"] == {"scale": 0.5}
+    assert mixer["mixer_inputs"] == ["seq_len"]
     assert mixer["d_model"] == 32 and mixer["n_layers"] == 2 and mixer["max_len"] == 8
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["arch"] == "CausalMean"] == [0, 3]
@@ -62,6 +64,8 @@ def test_compare_trains_a_user_mixer_beside_a_zoo_model(tmp_path, user_package, 
 def test_mixer_settings_errors(tmp_path, user_package):
     with pytest.raises(SettingsError, match="--mixer-kwargs needs --mixer"):
         CompareSettings(mixer_kwargs="{}").checked()
+    with pytest.raises(SettingsError, match="--mixer-inputs needs --mixer"):
+        CompareSettings(mixer_inputs="seq_len").checked()
     with pytest.raises(SettingsError, match="--checkpoint-every is not supported with --mixer"):
         CompareSettings(mixer=user_package, checkpoint_every=5).checked()
     with pytest.raises(SettingsError, match="--mixer-kwargs must be a JSON object"):
@@ -70,6 +74,10 @@ def test_mixer_settings_errors(tmp_path, user_package):
                           out=str(tmp_path / "x"), no_progress=True)
     with pytest.raises(SettingsError, match="--mixer: .*has no attribute 'Nope'"):
         run_comparison(bad.checked())
+    bad_inputs = CompareSettings(configs=[TINY], mixer=user_package, mixer_inputs="seq_len,length", n=4, steps=1,
+                                 threads=1, out=str(tmp_path / "y"), no_progress=True)
+    with pytest.raises(SettingsError, match=r"--mixer-inputs: mixer_inputs: got \['seq_len', 'length'\]: 'length' "):
+        run_comparison(bad_inputs.checked())
 
 
 def test_script_has_the_mixer_flags():
@@ -78,9 +86,10 @@ def test_script_has_the_mixer_flags():
         import compare as script
     finally:
         sys.path.remove(str(REPO / "scripts"))
-    s = script.parse_args(["--mixer", "a.B", "--mixer-kwargs", '{"k": 1}', "--mixer-base", "hyena-tiny",
-                           "--steps", "1"])
-    assert (s.mixer, s.mixer_kwargs, s.mixer_base) == ("a.B", '{"k": 1}', "hyena-tiny")
+    s = script.parse_args(["--mixer", "a.B", "--mixer-kwargs", '{"k": 1}', "--mixer-inputs", "l_max,layer_idx",
+                           "--mixer-base", "hyena-tiny", "--steps", "1"])
+    assert (s.mixer, s.mixer_kwargs, s.mixer_inputs, s.mixer_base) == ("a.B", '{"k": 1}', "l_max,layer_idx",
+                                                                         "hyena-tiny")
 
 
 def test_skeleton_takes_final_norm_and_a_tmm_init():

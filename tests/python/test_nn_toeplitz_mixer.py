@@ -242,7 +242,7 @@ def test_sequence_model_with_a_user_mixer_by_import_path():
         Seen.kwargs = (d_model, l_max, layer_idx, width)
         return torch.nn.Linear(d_model, d_model)
 
-    SequenceModel(factory, 11, 8, 3, 16, mixer_kwargs={"width": 5})
+    SequenceModel(factory, 11, 8, 3, 16, mixer_kwargs={"width": 5}, mixer_inputs=["l_max", "layer_idx"])
     assert Seen.kwargs == (8, 16, 2, 5)
     with pytest.raises(ImportError, match="has no attribute"):
         SequenceModel("torch.nn.NoSuchMixer", 11, 8, 1, 16)
@@ -252,6 +252,65 @@ def test_sequence_model_with_a_user_mixer_by_import_path():
         SequenceModel(lambda d: torch.nn.Linear(d, d + 1), 11, 8, 1, 16)(torch.randint(0, 11, (1, 3)))
     with pytest.raises(ValueError, match="token ids in"):
         model(torch.tensor([[0, 11]]))
+
+
+class ThirdPartyMixer(torch.nn.Module):
+    """A mixer written elsewhere, safari-style: the length as l_max, its depth as layer_idx."""
+
+    def __init__(self, d_model, l_max, layer_idx, scale=1.0):
+        super().__init__()
+        self.l_max, self.layer_idx, self.scale = l_max, layer_idx, scale
+        self.proj = torch.nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        return self.scale * self.proj(x)
+
+
+def test_mixer_inputs_name_what_each_layer_passes():
+    model = SequenceModel(ThirdPartyMixer, 11, 8, 3, 16, mixer_kwargs={"scale": 0.5},
+                          mixer_inputs=("l_max", "layer_idx"))
+    assert [(b.mixer.l_max, b.mixer.layer_idx, b.mixer.scale) for b in model.blocks] == [(16, i, 0.5) for i in range(3)]
+    assert model(torch.randint(0, 11, (2, 5))).shape == (2, 5, 11)
+    # the default: the factory's own attribute (tmm's mixers say what they take), else nothing but d_model
+    assert SequenceModel(ToeplitzMixer, 11, 8, 2, 16).mixer_inputs == ("max_len", "n_layers", "device", "dtype")
+    assert SequenceModel(tmm.nn.HyenaOperator, 11, 8, 1, 16).mixer_inputs == ("l_max", "n_layers", "device", "dtype")
+    assert SequenceModel("torch.nn.Identity", 11, 8, 1, 16).mixer_inputs == ()
+    attributed = type("Attributed", (ThirdPartyMixer,), {"mixer_inputs": ("l_max", "layer_idx")})
+    assert SequenceModel(attributed, 11, 8, 2, 16).blocks[1].mixer.layer_idx == 1
+    # a value mixer_kwargs sets wins over the attribute's default, and is not passed twice
+    assert SequenceModel(ToeplitzMixer, 11, 8, 2, 16, mixer_kwargs={"n_layers": 4}).mixer_inputs == (
+        "max_len", "device", "dtype")
+
+
+def test_mixer_inputs_errors_name_the_argument():
+    allowed = "max_len, l_max, seq_len, layer_idx, n_layers, device, dtype"
+    with pytest.raises(ValueError, match=rf"mixer_inputs: got \['l_max', 'width'\]: 'width' not allowed "
+                                         rf"\(allowed, each once: {allowed}\)"):
+        SequenceModel(ThirdPartyMixer, 11, 8, 1, 16, mixer_inputs=["l_max", "width"])
+    with pytest.raises(ValueError, match="mixer_inputs: got .*a name twice"):
+        SequenceModel(ThirdPartyMixer, 11, 8, 1, 16, mixer_inputs=["l_max", "l_max"])
+    with pytest.raises(ValueError, match="mixer_inputs: expected a list of names .*got 'l_max'"):
+        SequenceModel(ThirdPartyMixer, 11, 8, 1, 16, mixer_inputs="l_max")
+    with pytest.raises(ValueError, match="mixer_inputs: 'layer_idx' also set in mixer_kwargs"):
+        SequenceModel(ThirdPartyMixer, 11, 8, 1, 16, mixer_inputs=["l_max", "layer_idx"],
+                      mixer_kwargs={"layer_idx": 0})
+    wrong = type("Wrong", (ThirdPartyMixer,), {"mixer_inputs": ("length",)})
+    with pytest.raises(ValueError, match=r"mixer_inputs \(the attribute of .*Wrong\): got \['length'\]"):
+        SequenceModel(wrong, 11, 8, 1, 16)
+    # nothing guessed: a factory that needs a per-layer value mixer_inputs does not name is told so
+    with pytest.raises(TypeError, match=r"mixer_factory 'ThirdPartyMixer', called with d_model and nothing else: "
+                                        r".*missing 2 required .*mixer_inputs names \(none; allowed: "):
+        SequenceModel(ThirdPartyMixer, 11, 8, 1, 16)
+
+
+def test_a_mixer_config_carries_mixer_inputs():
+    cfg = {"arch": "mixer", "mixer": f"{__name__}.ThirdPartyMixer", "vocab_size": 11, "d_model": 8, "n_layers": 2,
+           "max_len": 16, "mixer_kwargs": {"scale": 2.0}, "mixer_inputs": ["l_max", "layer_idx"]}
+    model = SequenceModel.from_mixer_config(cfg)
+    assert model.blocks[1].mixer.layer_idx == 1 and model.config["mixer_inputs"] == ["l_max", "layer_idx"]
+    assert SequenceModel.from_mixer_config(dict(model.config)).config == model.config  # it rebuilds the same
+    with pytest.raises(ValueError, match="mixer_inputs: got \\['seq'\\]"):
+        SequenceModel.from_mixer_config({**cfg, "mixer_inputs": ["seq"]})
 
 
 def test_sequence_model_loss_and_shift_labels():

@@ -47,6 +47,13 @@ def test_every_zoo_config_has_a_name_and_the_name_its_file():
     assert names.index("tmm-tiny") < names.index("ablation/tmm-flat")  # the main zoo first
 
 
+def test_the_configs_are_package_data_linked_to_the_checkouts_models():
+    # The package reads only its own configs/ (no walk up to the checkout); in
+    # the checkout that is the committed link to models/.
+    assert tmm.models.models_dir() == Path(tmm.__file__).resolve().parent / "configs"
+    assert tmm.models.models_dir().resolve() == (REPO / "models").resolve()
+
+
 def test_build_takes_any_config_name_including_sub_folders():
     model = tmm.models.build("ablation/tmm-flat")
     assert model.config["heads"] == 0  # flat: one kernel for all channels

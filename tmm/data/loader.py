@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..distributed import rank_and_world_size
 from . import shard_format
 from .manifest import read_manifest, split_shards
 from .window_order import window_at
@@ -113,14 +114,6 @@ def rank_window_ids(position: int, global_batch: int, rank: int, world_size: int
     return stream_window_ids(position + rank * per_rank, per_rank, n, seed)
 
 
-def _distributed():
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
 class ShardLoader:
     """This rank's batches of training windows (see the module docstring):
     an endless iterator of ``(inputs, targets)``, int64 tensors
@@ -136,7 +129,7 @@ class ShardLoader:
                  split: str = "train"):
         _check_int("ShardLoader", "batch_size", batch_size, 1)
         _check_int("ShardLoader", "seed", seed, 0)
-        dist_rank, dist_world = _distributed()
+        dist_rank, dist_world = rank_and_world_size()
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
         _check_int("ShardLoader", "world_size", self.world_size, 1)

@@ -13,7 +13,8 @@ takes names or JSON paths instead) gets the task's vocabulary and, with
 ``max_len`` "task", its sequence length (:func:`model_configs.fit_to_task`).
 ``mixer`` (an import path) adds a user's own mixer in the skeleton of
 the zoo config ``mixer_base`` (tmm.nn.SequenceModel.from_mixer_config;
-``mixer_kwargs`` a JSON object of its arguments; no checkpoints).
+``mixer_kwargs`` a JSON object of its arguments, ``mixer_inputs`` the
+per-layer values it takes, comma-separated; no checkpoints).
 Every model is initialised after ``torch.manual_seed(seed)``; every
 architecture sees the same training and held-out batches.
 
@@ -122,6 +123,7 @@ class CompareSettings:
     device: str = "cpu"  # cpu or cuda (under torchrun: the GPU of each process's LOCAL_RANK)
     mixer: Optional[str] = None  # a user's mixer (import path), trained in the skeleton of mixer_base
     mixer_kwargs: Optional[str] = None  # JSON object of the mixer's keyword arguments
+    mixer_inputs: Optional[str] = None  # the per-layer values the mixer takes (SequenceModel's), comma-separated
     mixer_base: str = "tmm-cpu-small"  # the zoo config whose sizes and block options the mixer gets
     min_lr_ratio: float = 0.1  # the linear decay ends at min_lr_ratio * lr
     precision: str = "float32"  # float32, bfloat16 or float16 (autocast; float16 with a GradScaler)
@@ -175,8 +177,9 @@ class CompareSettings:
             raise SettingsError(f"--device must be cpu or cuda, got {s.device!r}")
         if s.dry_run and s.steps is None:
             raise SettingsError("--dry-run estimates a run of --steps steps (or a --recipe's): give --steps")
-        if s.mixer_kwargs is not None and not s.mixer:
-            raise SettingsError("--mixer-kwargs needs --mixer")
+        for flag, value in (("--mixer-kwargs", s.mixer_kwargs), ("--mixer-inputs", s.mixer_inputs)):
+            if value is not None and not s.mixer:
+                raise SettingsError(f"{flag} needs --mixer")
         if s.mixer and s.checkpoint_every:
             raise SettingsError("--checkpoint-every is not supported with --mixer: a user's mixer model has no "
                                 "checkpoint format (tmm.nn.SequenceModel has no save)")
@@ -299,7 +302,8 @@ class _Comparison:
         read = [read_config(name) for name in config_names(s.archs, s.configs)]
         if s.mixer:  # the user's mixer, in the skeleton of mixer_base
             base, short = read_config(s.mixer_base)
-            read.append((mixer_config(s.mixer, json.loads(s.mixer_kwargs or "{}"), base), f"mixer-{short}"))
+            inputs = None if s.mixer_inputs is None else [n.strip() for n in s.mixer_inputs.split(",") if n.strip()]
+            read.append((mixer_config(s.mixer, json.loads(s.mixer_kwargs or "{}"), base, inputs), f"mixer-{short}"))
         runs = []
         for (cfg, short), label in zip(read, labels_for(read)):
             torch.manual_seed(s.seed)

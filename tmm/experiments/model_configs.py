@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import tmm.models
+from tmm.models.outputs import ModelConfig
 
 from .errors import SettingsError
 
@@ -100,18 +101,26 @@ _SKELETON_KEYS = ("d_model", "n_layers", "max_len", "vocab_size", "ffn_mult", "a
 _SKELETON_INIT_ARCHS = ("tmm",)
 
 
-def mixer_config(mixer: str, mixer_kwargs: dict, base: dict) -> dict:
+def mixer_config(mixer: str, mixer_kwargs: dict, base: dict, mixer_inputs=None) -> dict:
     """The config of a user's mixer (an import path) in the skeleton of the
     zoo config ``base`` (its sizes and block options; default tmm-cpu-small):
-    what tmm.nn.SequenceModel.from_mixer_config builds. The mixer is imported
-    here, so that a wrong path is a SettingsError before anything trains."""
-    from tmm.nn import resolve_mixer_factory
+    what tmm.nn.SequenceModel.from_mixer_config builds; ``mixer_inputs``
+    (None: the mixer's own) as SequenceModel's. The mixer is imported and
+    mixer_inputs checked here, so that a wrong one is a SettingsError before
+    anything trains."""
+    from tmm.nn.sequence_model import mixer_inputs_for, resolve_mixer_factory
 
     try:
-        resolve_mixer_factory(mixer)
+        factory = resolve_mixer_factory(mixer)
     except (ImportError, TypeError, ValueError) as e:
         raise SettingsError(f"--mixer: {e}") from None
+    try:
+        mixer_inputs_for(factory, mixer_inputs, mixer_kwargs)
+    except ValueError as e:
+        raise SettingsError(f"--mixer-inputs: {e}") from None
     cfg = {"arch": "mixer", "mixer": mixer, "mixer_kwargs": dict(mixer_kwargs)}
+    if mixer_inputs is not None:
+        cfg["mixer_inputs"] = list(mixer_inputs)
     cfg.update({k: base[k] for k in _SKELETON_KEYS if k in base})
     if base.get("arch") in _SKELETON_INIT_ARCHS and "init" in base:
         cfg["init"] = base["init"]
@@ -129,8 +138,6 @@ def build_model(cfg: dict, drop_in: bool = False):
     if cfg.get("arch") == "mixer":
         return SequenceModel.from_mixer_config(cfg)
     if drop_in and cfg.get("arch") in ("tmm", "hyena"):
-        from tmm.models._mirror import ModelConfig
-
         model = SequenceModel.from_config(cfg)
         model.config = ModelConfig(cfg)  # the zoo config it reproduces (the FLOPs estimate reads it)
         return model

@@ -3,7 +3,7 @@
     model = tmm.hf.from_pretrained("llama-dir")    # LlamaForCausalLM / Mamba2ForCausalLM / tmm's layout
     model.save("tmm-ckpt")                          # a tmm checkpoint, loadable from C++
     tmm.hf.convert("llama-dir", "tmm-ckpt")         # the same, with the checkpoint's tokenizer.json
-    model.to_hf("out")                              # = tmm.hf.save_pretrained(model, "out")
+    tmm.hf.save_pretrained(model, "out")           # a zoo model -> a HF directory
 
 A HF directory is config.json plus model.safetensors or a sharded
 model.safetensors.index.json. The Transformer is written as

@@ -87,7 +87,7 @@ def hf_config(config):
     from ._transformers import require_transformers
 
     if config.get("window", 0):
-        unsupported("to_hf", "window", config["window"], "0 (LlamaForCausalLM has no sliding window)")
+        unsupported("save_pretrained", "window", config["window"], "0 (LlamaForCausalLM has no sliding window)")
     transformers = require_transformers("writing a Transformer as LlamaForCausalLM")
     return transformers.LlamaConfig(
         vocab_size=config["vocab_size"], hidden_size=config["d_model"], intermediate_size=config["ffn_hidden"],

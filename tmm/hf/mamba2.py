@@ -73,7 +73,7 @@ def hf_config(config):
     from ._transformers import require_transformers
 
     if config.get("d_intermediate", 0):
-        unsupported("to_hf", "d_intermediate", config["d_intermediate"], "0 (Mamba2ForCausalLM has no MLP)")
+        unsupported("save_pretrained", "d_intermediate", config["d_intermediate"], "0 (Mamba2ForCausalLM has no MLP)")
     transformers = require_transformers("writing a Mamba2 as Mamba2ForCausalLM")
     d_inner = config["expand"] * config["d_model"]
     return transformers.Mamba2Config(

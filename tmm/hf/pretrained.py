@@ -2,7 +2,7 @@
 import json
 import os
 
-from .. import models
+from .. import _build_info, models  # _build_info: the version tmm.__version__ is set from
 from . import llama, mamba2, model_files, native
 from ._errors import unsupported
 from ._transformers import require_transformers
@@ -98,7 +98,7 @@ def save_pretrained(model, path, tokenizer=None):
         tensors = {theirs: state[ours] for ours, theirs in module.hf_names(config).items()}
         model_files.write(path, hf_config.to_json_string(), tensors, {"format": "pt"}, tokenizer)
     elif arch in native.ARCHITECTURES:
-        version = _tmm_version()
+        version = _build_info.version
         text = json.dumps(native.hf_config(dict(config), version), indent=2) + "\n"
         model_files.write(path, text, state, {"format": "pt", "arch": arch, "tmm_version": version}, tokenizer)
     else:
@@ -120,8 +120,3 @@ def convert(hf_path, out_dir, max_len=None):
         atomic_write_bytes(os.path.join(out_dir, model_files.TOKENIZER), tokenizer.read_bytes())
     return model
 
-
-def _tmm_version():
-    import tmm
-
-    return getattr(tmm, "__version__", "unknown")

@@ -18,20 +18,16 @@ import os
 from pathlib import Path
 
 from .. import _C
-from ._mirror import CppModuleList, CppNode, LanguageModel, LMOutput
+from ._mirror import CppModuleList, CppNode, LanguageModel
+from .outputs import LMOutput
 
 
 def models_dir():
-    """The folder of the zoo's JSON configs: ``tmm/configs/`` in an installed
-    package (copied there from the repository's models/ at build time), the
-    repository's ``models/`` in a source checkout; None if neither exists."""
-    package = Path(__file__).resolve().parent.parent
-    if (package / "configs").is_dir():
-        return package / "configs"
-    root = package.parent
-    if (root / "models").is_dir() and (root / "CMakeLists.txt").is_file():
-        return root / "models"
-    return None
+    """The folder of the zoo's JSON configs: the package's ``configs/``, its
+    package data (in a source checkout a link to the repository's models/);
+    None if it is missing (an install that lost its data files)."""
+    folder = Path(__file__).resolve().parent.parent / "configs"
+    return folder if folder.is_dir() else None
 
 
 def list_configs(folder=None):
@@ -56,8 +52,8 @@ def config_path(name):
     folder = models_dir()
     if folder is None:
         raise FileNotFoundError(
-            f"config_path: no folder of configs to look '{name}' up in: neither {Path(__file__).parent.parent / 'configs'} "
-            "(an installed package) nor a source checkout's models/; reinstall tmm"
+            f"config_path: no folder of configs to look '{name}' up in: {Path(__file__).parent.parent / 'configs'} "
+            "is missing; reinstall tmm"
         )
     known = list_configs(folder)
     if name not in known:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .. import _C
-from .outputs import LMOutput, ModelConfig, shifted_labels  # noqa: F401 (their former home)
+from .outputs import LMOutput, ModelConfig, shifted_labels
 
 # The C++ calls are opaque to Dynamo: one clean graph break each, and the code
 # around them (loss, optimizer) still compiles.
@@ -332,16 +332,6 @@ class LanguageModel(CppNode):
 
         self._check_tensors()
         _C._save_checkpoint(self._cpp_root, os.fspath(checkpoint_dir))
-
-    def to_hf(self, path, tokenizer=None):
-        """Writes the model as a HuggingFace directory (tmm.hf.save_pretrained:
-        a Transformer as LlamaForCausalLM, a Mamba2 as Mamba2ForCausalLM, a
-        TMM or Hyena in tmm's own layout), with ``tokenizer`` (a tokenizer.json
-        path or a tokenizers.Tokenizer) when given."""
-        from .. import hf
-
-        self._check_tensors()
-        hf.save_pretrained(self, path, tokenizer=tokenizer)
 
     def __reduce__(self):
         # pickle, copy.deepcopy, torch.save(model): rebuilt from the config,

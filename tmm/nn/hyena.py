@@ -99,6 +99,9 @@ class HyenaOperator(nn.Module):
     :meth:`start_decoding`, :meth:`step`.
     """
 
+    # What SequenceModel passes it per layer (tmm.nn.sequence_model.MIXER_INPUTS): safari's name for the length.
+    mixer_inputs = ("l_max", "n_layers", "device", "dtype")
+
     def __init__(self, d_model, l_max, order=2, filter_order=None, emb_dim=None, short_filter=None, w=None,
                  modulate=None, init=None, n_layers=1, device=None, dtype=None):
         super().__init__()

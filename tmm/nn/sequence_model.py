@@ -3,7 +3,6 @@ embedding, n_layers MixerBlocks (a mixer and an FFN, each pre-norm residual),
 an optional final norm and a linear head. With a ToeplitzMixer it is the
 zoo's TMM in plain Python, with the same tensor names (``from_config``)."""
 import importlib
-import inspect
 import json
 
 import torch
@@ -43,38 +42,62 @@ def resolve_mixer_factory(factory):
     return obj
 
 
-def _named_parameters(factory):
-    """The keyword names factory's signature spells out (empty if unknown)."""
+# The per-layer values SequenceModel can give a mixer factory, each under the
+# keyword it is passed as: the sequence length under the three names mixers
+# use for it, the block's index, the depth, and where the parameters go.
+MIXER_INPUTS = ("max_len", "l_max", "seq_len", "layer_idx", "n_layers", "device", "dtype")
+
+
+def _factory_name(factory):
+    return getattr(factory, "__qualname__", None) or getattr(factory, "__name__", None) or repr(factory)
+
+
+def mixer_inputs_for(factory, mixer_inputs, mixer_kwargs):
+    """The names (of :data:`MIXER_INPUTS`) of the per-layer values that
+    ``factory`` is called with: ``mixer_inputs`` when given, else the
+    factory's own ``mixer_inputs`` attribute less what ``mixer_kwargs`` sets
+    (a value given there wins over a default), else none."""
+    explicit = mixer_inputs is not None
+    names = mixer_inputs if explicit else getattr(factory, "mixer_inputs", ())
+    where = "mixer_inputs" if explicit else f"mixer_inputs (the attribute of {_factory_name(factory)})"
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{where}: expected a list of names out of {', '.join(MIXER_INPUTS)}, got {names!r}")
+    unknown = [n for n in names if n not in MIXER_INPUTS]
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(f"{where}: got {list(names)!r}: "
+                         + (f"{', '.join(map(repr, unknown))} not allowed" if unknown else "a name twice")
+                         + f" (allowed, each once: {', '.join(MIXER_INPUTS)})")
+    given_twice = [n for n in names if n in mixer_kwargs]
+    if explicit and given_twice:  # which value would the factory get? neither silently
+        raise ValueError(f"mixer_inputs: {', '.join(map(repr, given_twice))} also set in mixer_kwargs; "
+                         "name each in one of the two")
+    return tuple(n for n in names if n not in given_twice)
+
+
+def build_mixer(factory, d_model, mixer_kwargs, mixer_inputs, *, max_len, layer_idx, n_layers, device=None,
+                dtype=None):
+    """factory(d_model, **mixer_kwargs) with the per-layer values that
+    ``mixer_inputs`` (the names :func:`mixer_inputs_for` resolves) name."""
+    values = {"max_len": max_len, "l_max": max_len, "seq_len": max_len, "layer_idx": layer_idx,
+              "n_layers": n_layers, "device": device, "dtype": dtype}
+    kwargs = {**mixer_kwargs, **{n: values[n] for n in mixer_inputs}}
     try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return set()
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-
-
-def build_mixer(factory, d_model, max_len, layer_idx, mixer_kwargs, device=None, dtype=None, n_layers=None):
-    """factory(d_model, **mixer_kwargs), adding what its signature names:
-    the sequence length (as max_len, l_max or seq_len: the first it names),
-    layer_idx, n_layers, device and dtype (when given)."""
-    kwargs = dict(mixer_kwargs)
-    names = _named_parameters(factory)
-    length = next((n for n in ("max_len", "l_max", "seq_len") if n in names), None)
-    offered = {"layer_idx": layer_idx, "n_layers": n_layers, "device": device, "dtype": dtype}
-    if length:
-        offered[length] = max_len
-    for name, value in offered.items():
-        if name in names and name not in kwargs and (value is not None or name == "layer_idx"):
-            kwargs[name] = value
-    mixer = factory(d_model, **kwargs)
+        mixer = factory(d_model, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"mixer_factory {_factory_name(factory)!r}, called with d_model and "
+                        f"{', '.join(kwargs) or 'nothing else'}: {e}. The per-layer values it gets are the ones "
+                        f"mixer_inputs names ({', '.join(mixer_inputs) or 'none'}; allowed: "
+                        f"{', '.join(MIXER_INPUTS)}), the rest come from mixer_kwargs") from e
     if not isinstance(mixer, nn.Module):
-        raise TypeError(f"mixer_factory {getattr(factory, '__name__', factory)!r} returned a "
-                        f"{type(mixer).__name__}, not an nn.Module")
+        raise TypeError(f"mixer_factory {_factory_name(factory)!r} returned a {type(mixer).__name__}, "
+                        "not an nn.Module")
     return mixer
 
 
-# The keys of a "mixer" config (SequenceModel.from_mixer_config), sizes first.
-MIXER_CONFIG_KEYS = ("mixer", "vocab_size", "d_model", "n_layers", "max_len", "mixer_kwargs", "ffn_mult", "activation",
-                     "block_order", "norm", "final_norm", "dropout", "tie_embeddings", "init")
+# The keys of a "mixer" config (SequenceModel.from_mixer_config): the mixer, the sizes, then SequenceModel's options.
+MIXER_CONFIG_KEYS = ("mixer", "vocab_size", "d_model", "n_layers", "max_len", "mixer_kwargs", "mixer_inputs",
+                     "ffn_mult", "activation", "block_order", "norm", "final_norm", "dropout", "tie_embeddings", "init")
+_MIXER_CONFIG_OPTIONS = MIXER_CONFIG_KEYS[MIXER_CONFIG_KEYS.index("mixer_kwargs"):]
 # The zoo architectures from_config builds in Python, and their mixers.
 ZOO_MIXERS = {"tmm": ToeplitzMixer, "hyena": HyenaOperator}
 
@@ -85,8 +108,11 @@ class SequenceModel(nn.Module):
 
     ``mixer_factory``: a callable or import path building one mixer module
     (B x L x d -> B x L x d) per layer: called as ``factory(d_model,
-    **mixer_kwargs)`` plus ``max_len`` / ``l_max`` / ``seq_len``,
-    ``layer_idx``, ``device``, ``dtype`` where its signature names them.
+    **mixer_kwargs)`` plus the per-layer values ``mixer_inputs`` names, each
+    as a keyword: ``max_len``, ``l_max`` or ``seq_len`` (max_len, under the
+    name the factory takes), ``layer_idx``, ``n_layers``, ``device``,
+    ``dtype``. Its default is the factory's own ``mixer_inputs`` attribute
+    (ToeplitzMixer's and HyenaOperator's name what they take), else none.
     The block options are MixerBlock's; the defaults are the zoo TMM's (FFN
     first, LayerNorm, no final norm, untied head); Zoology's layout is
     ``block_order="mixer_first", final_norm=True``. ``init`` (with the
@@ -104,9 +130,10 @@ class SequenceModel(nn.Module):
     prediction as in transformers.
     """
 
-    def __init__(self, mixer_factory, vocab_size, d_model, n_layers, max_len, *, mixer_kwargs=None, ffn_mult=None,
-                 activation=None, block_order=None, norm=None, final_norm=None, dropout=None, tie_embeddings=None,
-                 shift_labels=False, init=None, registration="ffn_first", device=None, dtype=None):
+    def __init__(self, mixer_factory, vocab_size, d_model, n_layers, max_len, *, mixer_kwargs=None,
+                 mixer_inputs=None, ffn_mult=None, activation=None, block_order=None, norm=None, final_norm=None,
+                 dropout=None, tie_embeddings=None, shift_labels=False, init=None, registration="ffn_first",
+                 device=None, dtype=None):
         super().__init__()
         # The options, as a zoo TMM config resolves them (None: its default).
         c = self._config = block_config("SequenceModel", d_model, max_len, n_layers, {
@@ -116,13 +143,15 @@ class SequenceModel(nn.Module):
         self._zoo_config = None  # from_config: the zoo config whose C++ model initialises this one
         self.init = c["init"]
         factory = resolve_mixer_factory(mixer_factory)
+        mixer_kwargs = dict(mixer_kwargs or {})
+        self.mixer_inputs = mixer_inputs_for(factory, mixer_inputs, mixer_kwargs)
         self.vocab_size, self.d_model, self.max_len = c["vocab_size"], c["d_model"], c["max_len"]
         self.tie_embeddings, self.shift_labels = c["tie_embeddings"], bool(shift_labels)
         kw = {"device": device, "dtype": dtype}
         self.embed = nn.Embedding(self.vocab_size, self.d_model, **kw)
         self.blocks = nn.ModuleList(
-            MixerBlock(d_model, mixer=build_mixer(factory, d_model, max_len, i, mixer_kwargs or {}, n_layers=n_layers,
-                                                **kw),
+            MixerBlock(d_model, mixer=build_mixer(factory, d_model, mixer_kwargs, self.mixer_inputs, max_len=max_len,
+                                                layer_idx=i, n_layers=n_layers, **kw),
                        ffn_mult=c["ffn_mult"], activation=c["activation"], block_order=c["block_order"],
                        norm=c["norm"], dropout=c["dropout"], init=self.init, n_layers=max(n_layers, 1),
                        registration=registration, **kw)
@@ -203,7 +232,8 @@ class SequenceModel(nn.Module):
     @classmethod
     def from_mixer_config(cls, config, device=None, dtype=None):
         """A SequenceModel from a config dict with "arch": "mixer": "mixer"
-        (an import path), optional "mixer_kwargs" (a dict), the sizes
+        (an import path), optional "mixer_kwargs" (a dict) and
+        "mixer_inputs" (a list: SequenceModel's mixer_inputs), the sizes
         vocab_size, d_model, n_layers, max_len, and optionally the block
         options (ffn_mult, activation, block_order, norm, final_norm,
         dropout, tie_embeddings, init: the FFN's, embedding's and head's;
@@ -221,10 +251,11 @@ class SequenceModel(nn.Module):
             raise ValueError(f"mixer config: missing key(s) {', '.join(map(repr, missing))}")
         if not isinstance(config.get("mixer_kwargs", {}), dict):
             raise ValueError(f"mixer config: \"mixer_kwargs\" must be an object, got {config['mixer_kwargs']!r}")
-        options = {k: config[k] for k in MIXER_CONFIG_KEYS[5:] if k in config}
+        options = {k: config[k] for k in _MIXER_CONFIG_OPTIONS if k in config}
         model = cls(config["mixer"], config["vocab_size"], config["d_model"], config["n_layers"], config["max_len"],
                     device=device, dtype=dtype, **options)
-        filled = {**model._config, "mixer": config["mixer"], "mixer_kwargs": config.get("mixer_kwargs", {})}
+        filled = {**model._config, "mixer": config["mixer"], "mixer_kwargs": config.get("mixer_kwargs", {}),
+                  "mixer_inputs": list(model.mixer_inputs)}
         model.config = ModelConfig(arch="mixer", **{k: filled[k] for k in MIXER_CONFIG_KEYS})
         return model
 

@@ -39,6 +39,9 @@ class ToeplitzMixer(nn.Module):
     sqrt(2 n_layers). Decoding: :meth:`start_decoding`, :meth:`step`.
     """
 
+    # What SequenceModel passes it per layer (tmm.nn.sequence_model.MIXER_INPUTS): the length sizes the vectors.
+    mixer_inputs = ("max_len", "n_layers", "device", "dtype")
+
     def __init__(self, d_model, max_len, heads=0, kernel=1, expanded=False, frozen=False, masked=False,
                  mixer_dropout=None, init="kaiming", n_layers=1, device=None, dtype=None):
         super().__init__()
