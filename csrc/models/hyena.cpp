@@ -335,23 +335,20 @@ at::Tensor HyenaBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, 
   return h + ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h))));
 }
 
-HyenaModel::HyenaModel(const HyenaConfig& config)
-    : HyenaModel(HyenaConfig::from_json_text(config.to_json_text()), Validated{}) {}
-
-HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
-    : LanguageModel(HyenaConfig::kArch, config), config_(config) {
-  for (int64_t i = 0; i < config.n_layers; ++i) add_block(HyenaBlock(config).ptr());
-  if (config.final_norm)
+HyenaModel::HyenaModel(const HyenaConfig& config) : ZooModel(config) {
+  const HyenaConfig& c = this->config();  // validated
+  for (int64_t i = 0; i < c.n_layers; ++i) add_block(HyenaBlock(c).ptr());
+  if (c.final_norm)
     set_final_norm("final_norm",
-                   torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}))));
-  const bool safari = config.init == HyenaInit::Safari;
+                   torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model}))));
+  const bool safari = c.init == HyenaInit::Safari;
   if (safari) {
     torch::NoGradGuard no_grad;
     torch::nn::init::normal_(embedding()->weight, 0.0, kSafariStd);
-    safari_init(*this, config.n_layers);
+    safari_init(*this, c.n_layers);
   }
   add_head([&] {
-    torch::nn::Linear head = hyena_linear(config, config.d_model, config.vocab_size, false);
+    torch::nn::Linear head = hyena_linear(c, c.d_model, c.vocab_size, false);
     if (safari) {
       torch::NoGradGuard no_grad;
       torch::nn::init::normal_(head->weight, 0.0, kSafariStd);
@@ -359,8 +356,6 @@ HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
     return head;
   });
 }
-
-HyenaBlock HyenaModel::block(int64_t i) const { return std::dynamic_pointer_cast<HyenaBlockImpl>(blocks().at(i)); }
 
 DecodeMethod HyenaModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
   return long_conv_decode_method(requested, capacity);

@@ -380,10 +380,8 @@ at::Tensor Mamba2BlockImpl::decode(const at::Tensor& x, LayerDecodeState& state,
   return h;
 }
 
-Mamba2Model::Mamba2Model(const Mamba2Config& c)
-    : Mamba2Model(Mamba2Config::from_json_text(c.to_json_text()), Validated{}) {}
-
-Mamba2Model::Mamba2Model(const Mamba2Config& c, Validated) : LanguageModel(Mamba2Config::kArch, c), config_(c) {
+Mamba2Model::Mamba2Model(const Mamba2Config& config) : ZooModel(config) {
+  const Mamba2Config& c = this->config();  // validated
   {
     torch::NoGradGuard no_grad;
     embedding()->weight.normal_(0.0, 0.02);
@@ -392,8 +390,6 @@ Mamba2Model::Mamba2Model(const Mamba2Config& c, Validated) : LanguageModel(Mamba
   set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps)));
   add_head([&] { return torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)); });
 }
-
-Mamba2Block Mamba2Model::block(int64_t i) const { return std::dynamic_pointer_cast<Mamba2BlockImpl>(blocks().at(i)); }
 
 namespace {
 // Part "mixer": tmm.nn's Mamba2Mixer takes its initial values from it.

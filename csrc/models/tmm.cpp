@@ -245,23 +245,19 @@ at::Tensor TMMBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, in
   return h + ffn(h);
 }
 
-TMMModel::TMMModel(const TMMConfig& config)
-    : TMMModel(TMMConfig::from_json_text(config.to_json_text()), Validated{}) {}
-
-TMMModel::TMMModel(const TMMConfig& config, Validated) : LanguageModel(TMMConfig::kArch, config), config_(config) {
-  for (int64_t i = 0; i < config.n_layers; ++i) add_block(TMMBlock(config).ptr());
-  if (config.final_norm) set_final_norm("final_norm", make_norm(config.norm, config.d_model));
-  add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
-  if (config.tie_embeddings) {  // the authors' tie_io: the shared weight (V x d) re-initialised Kaiming, N(0, 2/d)
+TMMModel::TMMModel(const TMMConfig& config) : ZooModel(config) {
+  const TMMConfig& c = this->config();  // validated
+  for (int64_t i = 0; i < c.n_layers; ++i) add_block(TMMBlock(c).ptr());
+  if (c.final_norm) set_final_norm("final_norm", make_norm(c.norm, c.d_model));
+  add_head([&] { return make_linear(c.d_model, c.vocab_size, false); });
+  if (c.tie_embeddings) {  // the authors' tie_io: the shared weight (V x d) re-initialised Kaiming, N(0, 2/d)
     torch::NoGradGuard no_grad;
     torch::nn::init::kaiming_normal_(embedding()->weight, 0.0, torch::kFanIn, torch::kReLU);
   }
 }
 
-TMMBlock TMMModel::block(int64_t i) const { return std::dynamic_pointer_cast<TMMBlockImpl>(blocks().at(i)); }
-
 DecodeMethod TMMModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
-  if (config_.mixer == TMMMixerKind::Masked) {
+  if (config().mixer == TMMMixerKind::Masked) {
     TORCH_CHECK(requested != DecodeMethod::Fast && requested != DecodeMethod::Distilled, "decode method \"",
                 to_string(requested), "\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
     return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;

@@ -231,17 +231,14 @@ at::Tensor TransformerBlockImpl::decode(const at::Tensor& x, LayerDecodeState& c
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
-TransformerModel::TransformerModel(const TransformerConfig& config)
-    : TransformerModel(TransformerConfig::from_json_text(config.to_json_text()), Validated{}) {}
-
-TransformerModel::TransformerModel(const TransformerConfig& config, Validated)
-    : LanguageModel(TransformerConfig::kArch, config), config_(config) {
-  for (int64_t i = 0; i < config.n_layers; ++i) add_block(TransformerBlock(config).ptr());
-  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(config.d_model, config.norm_eps)));
+TransformerModel::TransformerModel(const TransformerConfig& config) : ZooModel(config) {
+  const TransformerConfig& c = this->config();  // validated
+  for (int64_t i = 0; i < c.n_layers; ++i) add_block(TransformerBlock(c).ptr());
+  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, c.norm_eps)));
   // "llama": HF Llama's _init_weights, every Linear weight and the embedding
   // N(0, initializer_range^2) with initializer_range 0.02; norms stay 1. The
   // head is drawn last, so tying changes no other initial value.
-  const bool llama = config.init == TransformerInit::Llama;
+  const bool llama = c.init == TransformerInit::Llama;
   constexpr double kStd = 0.02;
   if (llama) {
     torch::NoGradGuard no_grad;
@@ -250,17 +247,13 @@ TransformerModel::TransformerModel(const TransformerConfig& config, Validated)
       if (auto* linear = m->as<torch::nn::LinearImpl>()) torch::nn::init::normal_(linear->weight, 0.0, kStd);
   }
   add_head([&] {
-    torch::nn::Linear head = make_linear(config.d_model, config.vocab_size, false);
+    torch::nn::Linear head = make_linear(c.d_model, c.vocab_size, false);
     if (llama) {
       torch::NoGradGuard no_grad;
       torch::nn::init::normal_(head->weight, 0.0, kStd);
     }
     return head;
   });
-}
-
-TransformerBlock TransformerModel::block(int64_t i) const {
-  return std::dynamic_pointer_cast<TransformerBlockImpl>(blocks().at(i));
 }
 
 static ModelRegistration registration(

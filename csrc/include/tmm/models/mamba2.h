@@ -41,6 +41,7 @@
 
 #include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
+#include "tmm/models/zoo_model.h"
 
 namespace tmm::models {
 
@@ -162,18 +163,9 @@ class Mamba2BlockImpl : public LanguageModelBlock {
 };
 TORCH_MODULE(Mamba2Block);
 
-class Mamba2Model : public LanguageModel {
+class Mamba2Model : public ZooModel<Mamba2Config, Mamba2Block> {
  public:
-  // `config` is validated as from_json_text validates it (errors name the key).
   explicit Mamba2Model(const Mamba2Config& config);
-  std::string config_json() const override { return config_.to_json_text(); }
-  const Mamba2Config& config() const { return config_; }
-  Mamba2Block block(int64_t i) const;
-
- private:
-  struct Validated {};
-  Mamba2Model(const Mamba2Config& config, Validated);
-  Mamba2Config config_;
 };
 
 }  // namespace tmm::models
