@@ -50,31 +50,26 @@ at::Tensor segsum(const at::Tensor& x) {
 
 // ---------------------------------------------------------------- config
 
+namespace {
+constexpr auto kOwnKeys = TMM_CONFIG_KEYS(d_state, d_conv, expand, headdim, ngroups, chunk_size, d_intermediate);
+}  // namespace
+
 Mamba2Config Mamba2Config::from_json_text(const std::string& text) {
-  const nlohmann::json json = parse_config_text(text, "mamba2 config");
-  ConfigReader r(json, "mamba2 config");
-  Mamba2Config c;
-  read_common(r, kArch, c, /*min_layers=*/1);
-  c.d_state = r.optional<int64_t>("d_state", 64);
+  ConfigReader r(text, "mamba2 config");
+  Mamba2Config c = read_config<Mamba2Config>(r, kOwnKeys, /*min_layers=*/1);
   r.check(c.d_state > 0, "d_state", "must be positive");
-  c.d_conv = r.optional<int64_t>("d_conv", 4);
   r.check(c.d_conv > 0, "d_conv", "must be positive");
-  c.expand = r.optional<int64_t>("expand", 2);
   r.check(c.expand > 0, "expand", "must be positive");
-  c.headdim = r.optional<int64_t>("headdim", 64);
   r.check(c.headdim > 0, "headdim", "must be positive");
   r.product("expand", c.expand, c.d_model);
   r.check(c.d_inner() % c.headdim == 0, "headdim",
           "must divide d_inner = expand * d_model = " + std::to_string(c.d_inner()) + ", got " +
               std::to_string(c.headdim));
-  c.ngroups = r.optional<int64_t>("ngroups", 1);
   r.check(c.ngroups > 0, "ngroups", "must be positive");
   r.check(c.nheads() % c.ngroups == 0, "ngroups",
           "must divide the number of heads d_inner / headdim = " + std::to_string(c.nheads()) + ", got " +
               std::to_string(c.ngroups));
-  c.chunk_size = r.optional<int64_t>("chunk_size", 64);
   r.check(c.chunk_size > 0, "chunk_size", "must be positive");
-  c.d_intermediate = r.optional<int64_t>("d_intermediate", 0);
   r.check(c.d_intermediate >= 0, "d_intermediate", "must be >= 0 (0: no MLP)");
   // The mixer's widths: 2 * ngroups * d_state, conv_dim = d_inner + 2 * GN and
   // in_proj's 2 * d_inner + 2 * GN + nheads must all fit in int64.
@@ -88,17 +83,7 @@ Mamba2Config Mamba2Config::from_json_text(const std::string& text) {
   return c;
 }
 
-std::string Mamba2Config::to_json_text() const {
-  nlohmann::json j = write_common(kArch, *this);
-  j.update({{"d_state", d_state},
-            {"d_conv", d_conv},
-            {"expand", expand},
-            {"headdim", headdim},
-            {"ngroups", ngroups},
-            {"chunk_size", chunk_size},
-            {"d_intermediate", d_intermediate}});
-  return j.dump(2);
-}
+std::string Mamba2Config::to_json_text() const { return write_config(*this, kOwnKeys); }
 
 // ---------------------------------------------------------------- pieces
 

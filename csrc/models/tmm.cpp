@@ -32,22 +32,18 @@ constexpr OptionName<TMMInit> kInitNames[] = {{"kaiming", TMMInit::Kaiming}, {"s
 std::string to_string(TMMMixerKind kind) { return option_name(kMixerNames, kind); }
 std::string to_string(TMMBlockOrder order) { return option_name(kBlockOrderNames, order); }
 std::string to_string(TMMInit init) { return option_name(kInitNames, init); }
+constexpr const auto& option_names(TMMMixerKind) { return kMixerNames; }
+constexpr const auto& option_names(TMMBlockOrder) { return kBlockOrderNames; }
+constexpr const auto& option_names(TMMInit) { return kInitNames; }
+
+namespace {
+constexpr auto kOwnKeys = TMM_CONFIG_KEYS(heads, kernel, mixer, ffn_mult, activation, block_order, norm,
+                                          mixer_dropout, final_norm, init);
+}  // namespace
 
 TMMConfig TMMConfig::from_json_text(const std::string& text) {
-  const nlohmann::json j = parse_config_text(text, "TMM config");
-  ConfigReader r(j, "TMM config");
-  TMMConfig c;
-  read_common(r, kArch, c);
-  c.heads = r.optional<int64_t>("heads", c.heads);
-  c.kernel = r.optional<int64_t>("kernel", c.kernel);
-  c.mixer = r.choice("mixer", c.mixer, kMixerNames);
-  c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
-  c.activation = r.choice("activation", c.activation, kActivationNames);
-  c.block_order = r.choice("block_order", c.block_order, kBlockOrderNames);
-  c.norm = r.choice("norm", c.norm, kNormNames);
-  c.mixer_dropout = r.optional<double>("mixer_dropout", c.mixer_dropout);
-  c.final_norm = r.optional<bool>("final_norm", c.final_norm);
-  c.init = r.choice("init", c.init, kInitNames);
+  ConfigReader r(text, "TMM config");
+  TMMConfig c = read_config<TMMConfig>(r, kOwnKeys);
   r.finish();
 
   r.check(c.heads >= 0, "heads", "must be >= 0 (0 = flat), got " + std::to_string(c.heads));
@@ -57,7 +53,7 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   r.check(c.kernel >= 1 && c.kernel <= per_group, "kernel",
           "must be in [1, channels per head = " + std::to_string(per_group) + "], got " + std::to_string(c.kernel));
   r.check(c.mixer != TMMMixerKind::Masked || c.kernel == 1, "kernel", "must be 1 with mixer \"masked\"");
-  r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
+  r.at_least("ffn_mult", c.ffn_mult, 1);
   r.product("ffn_mult", c.ffn_mult, c.d_model);
   r.product("max_len", c.kernel, c.max_len);
   const bool expanded = c.mixer == TMMMixerKind::Expanded;
@@ -70,20 +66,7 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   return c;
 }
 
-std::string TMMConfig::to_json_text() const {
-  nlohmann::json j = write_common(kArch, *this);
-  j.update({{"heads", heads},
-            {"kernel", kernel},
-            {"mixer", to_string(mixer)},
-            {"ffn_mult", ffn_mult},
-            {"activation", to_string(activation)},
-            {"block_order", to_string(block_order)},
-            {"norm", to_string(norm)},
-            {"mixer_dropout", mixer_dropout},
-            {"final_norm", final_norm},
-            {"init", to_string(init)}});
-  return j.dump(2);
-}
+std::string TMMConfig::to_json_text() const { return write_config(*this, kOwnKeys); }
 
 namespace {
 
