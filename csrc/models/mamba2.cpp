@@ -26,7 +26,6 @@ namespace tmm::models {
 
 namespace {
 
-constexpr double kNormEps = 1e-5;  // mamba_ssm's RMSNorm and RMSNormGated eps
 constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtInitFloor = 1e-4;
 constexpr double kAInitLo = 1.0, kAInitHi = 16.0;
 
@@ -233,7 +232,7 @@ Mamba2MixerImpl::Mamba2MixerImpl(const Mamba2Config& c) : config(c) {
   dt_bias = register_parameter("dt_bias", (dt + at::log(-at::expm1(-dt))).to(at::kFloat));
   A_log = register_parameter("A_log", at::empty({H}).uniform_(kAInitLo, kAInitHi).log());
   D = register_parameter("D", at::ones({H}));
-  norm = register_module("norm", Mamba2GatedRMSNorm(di, c.ngroups, kNormEps));
+  norm = register_module("norm", Mamba2GatedRMSNorm(di, c.ngroups, mamba2::kNormEps));
   out_proj = register_module("out_proj", torch::nn::Linear(torch::nn::LinearOptions(di, c.d_model).bias(false)));
   // mamba_ssm's rescale of the residual branches' output projections.
   out_proj->weight.div_(std::sqrt(static_cast<double>((c.d_intermediate > 0 ? 2 : 1) * c.n_layers)));
@@ -337,11 +336,11 @@ at::Tensor Mamba2GatedMLPImpl::forward(const at::Tensor& x) {
 }
 
 Mamba2BlockImpl::Mamba2BlockImpl(const Mamba2Config& c) : config(c) {
-  norm = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
+  norm = torch::nn::AnyModule(RMSNorm(c.d_model, mamba2::kNormEps));
   register_module("norm", norm.ptr());
   mixer = register_module("mixer", Mamba2Mixer(c));
   if (c.d_intermediate > 0) {
-    norm2 = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
+    norm2 = torch::nn::AnyModule(RMSNorm(c.d_model, mamba2::kNormEps));
     register_module("norm2", norm2.ptr());
     mlp = register_module("mlp", Mamba2GatedMLP(c.d_model, c.d_intermediate, c.n_layers));
   }
@@ -372,7 +371,7 @@ Mamba2Model::Mamba2Model(const Mamba2Config& config) : ZooModel(config) {
     embedding()->weight.normal_(0.0, 0.02);
   }
   for (int64_t i = 0; i < c.n_layers; ++i) add_block(Mamba2Block(c).ptr());
-  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps)));
+  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, mamba2::kNormEps)));
   add_head([&] { return torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)); });
 }
 

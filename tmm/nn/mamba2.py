@@ -13,14 +13,13 @@ from torch.nn import functional as F
 
 from .. import _C
 from ._cpp import initial_values, load_initial_values, resolve
-
-NORM_EPS = 1e-5  # mamba_ssm's RMSNormGated eps (the C++ kNormEps: a constant of the forward, not of the config)
+from .layers import NORM_EPS
 
 
 class GatedRMSNorm(nn.Module):
     """RMSNorm of y * silu(z) in ``groups`` groups, times ``weight``."""
 
-    def __init__(self, dim, groups, eps=NORM_EPS, device=None, dtype=None):
+    def __init__(self, dim, groups, eps=NORM_EPS["mamba2"], device=None, dtype=None):
         super().__init__()
         self.groups, self.eps = groups, eps
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))

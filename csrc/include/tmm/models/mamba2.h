@@ -68,6 +68,10 @@ struct Mamba2Config : CommonConfig {
 
 namespace mamba2 {
 
+// mamba_ssm's RMSNorm and RMSNormGated eps: every norm of the model (a
+// constant of the forward, not a config key; tmm._C._norm_eps()["mamba2"]).
+inline constexpr double kNormEps = 1e-5;
+
 // The chunked SSD scan (no D term, zero initial state).
 //   x:  batch x L x H x P      dt: batch x L x H (already positive)
 //   A:  H (negative)           B, C: batch x L x G x N, H % G == 0
