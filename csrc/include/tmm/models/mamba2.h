@@ -85,6 +85,17 @@ inline constexpr double kNormEps = 1e-5;
 at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
                        const at::Tensor& C, int64_t chunk_size, at::Tensor* final_state = nullptr);
 
+// The mixer's scan, from the conv's output and in_proj's raw dt, computed in
+// at least float32 (float64 stays float64), per head h of group g = h / (H/G):
+//   dt = softplus(dt_raw + dt_bias),  A = -exp(A_log)
+//   y = ssd_chunked(x, dt, A, B, C) + D x
+//   x: batch x L x H*P   dt_raw: batch x L x H   dt_bias, A_log, D: H
+//   B, C: batch x L x G*N with G = ngroups
+// Returns y: batch x L x H*P in that dtype; final_state as ssd_chunked's.
+at::Tensor ssd_scan(const at::Tensor& x, const at::Tensor& dt_raw, const at::Tensor& dt_bias, const at::Tensor& A_log,
+                    const at::Tensor& B, const at::Tensor& C, const at::Tensor& D, int64_t ngroups, int64_t chunk_size,
+                    at::Tensor* final_state = nullptr);
+
 // Causal depthwise convolution along the sequence.
 //   x: batch x L x C, weight: C x 1 x K (torch Conv1d layout), bias: C
 //   y[b,t,c] = bias[c] + sum_{k<K} weight[c,0,k] * x[b, t-(K-1)+k, c]
