@@ -19,6 +19,13 @@ def choice(owner, name, value, allowed):
     return value
 
 
+def check_sequence(owner, x, d_model, name="x"):
+    """Raises a ValueError naming `name` unless x is a B x L x d_model tensor."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{owner}: expected {name} of shape B x L x {d_model}, got {got}")
+
+
 def positive(owner, **values):
     """Raises a ValueError naming each argument that is not an int >= 1."""
     for name, v in values.items():

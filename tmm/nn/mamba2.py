@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 from .. import _C
 from ._cpp import initial_values, load_initial_values, resolve
-from .layers import NORM_EPS
+from .layers import NORM_EPS, check_sequence
 
 
 class GatedRMSNorm(nn.Module):
@@ -79,13 +79,8 @@ class Mamba2Mixer(nn.Module):
         Mamba2Mixer of this configuration, freshly built."""
         load_initial_values(self, self._config, "mixer")
 
-    def _check_input(self, u):
-        if not isinstance(u, torch.Tensor) or u.dim() != 3 or u.shape[-1] != self.d_model:
-            got = f"shape {tuple(u.shape)}" if isinstance(u, torch.Tensor) else type(u).__name__
-            raise ValueError(f"Mamba2Mixer: expected u of shape B x L x {self.d_model}, got {got}")
-
     def forward(self, u):
-        self._check_input(u)
+        check_sequence("Mamba2Mixer", u, self.d_model, "u")
         di, GN = self.d_inner, self.ngroups * self.d_state
         z, xBC, dt = self.in_proj(u).split([di, di + 2 * GN, self.nheads], -1)
         xBC = F.silu(torch.ops.tmm.mamba2_causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias))
@@ -110,7 +105,7 @@ class Mamba2Mixer(nn.Module):
         """u: B x T x d at the next positions: any T at position 0 (the
         prompt), then one token at a time (the C++ decoder's rule). Returns
         B x T x d, as forward() on everything fed so far gives them."""
-        self._check_input(u)
+        check_sequence("Mamba2Mixer", u, self.d_model, "u")
         try:
             return state.decoder.forward(u)
         except RuntimeError as e:
