@@ -4,6 +4,7 @@
 #include "tmm/models/checkpoint.h"
 
 #include "io/atomic_file.h"
+#include "io/paths.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -28,21 +29,10 @@
 namespace tmm::models {
 namespace {
 
-// POSIX calls rather than std::filesystem: libtorch.so exports std::filesystem
-// symbols of its own (torch 2.11 wheels), some of which crash when they win
-// symbol resolution over libstdc++'s.
+// POSIX calls rather than std::filesystem (io/paths.h says why).
 
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kWeightsFile = "model.safetensors";
-
-std::string join(const std::string& dir, const char* file) {
-  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
-}
-
-bool is_directory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 // mkdir -p: creates `dir` and its missing parents.
 void make_directories(const std::string& dir) {
@@ -54,7 +44,7 @@ void make_directories(const std::string& dir) {
     }
     if (pos == std::string::npos) break;
   }
-  TORCH_CHECK(is_directory(dir), "save_checkpoint: cannot create the directory '", dir,
+  TORCH_CHECK(io::is_directory(dir), "save_checkpoint: cannot create the directory '", dir,
               "': a file of that name exists");
 }
 
@@ -98,8 +88,8 @@ void save_checkpoint(LanguageModel& model, const std::string& dir) {
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"arch", arch}, {"tmm_version", TMM_VERSION}};
   // Weights first: a config.json next to them means the pair is complete.
-  tmm::io::save_safetensors(join(dir, kWeightsFile), named_tensors(model), metadata);
-  io::write_file_atomically(join(dir, kConfigFile), config.dump(2) + "\n");
+  tmm::io::save_safetensors(io::join_path(dir, kWeightsFile), named_tensors(model), metadata);
+  io::write_file_atomically(io::join_path(dir, kConfigFile), config.dump(2) + "\n");
 }
 
 // A config.json written before a key existed means what it meant then: where
@@ -119,9 +109,9 @@ static std::string with_former_defaults(const std::string& config_text) {
 }
 
 std::shared_ptr<LanguageModel> load_checkpoint(const std::string& dir) {
-  const std::string config_path = join(dir, kConfigFile);
-  const std::string weights_path = join(dir, kWeightsFile);
-  TORCH_CHECK(is_directory(dir), "load_checkpoint: '", dir, "' is not a directory");
+  const std::string config_path = io::join_path(dir, kConfigFile);
+  const std::string weights_path = io::join_path(dir, kWeightsFile);
+  TORCH_CHECK(io::is_directory(dir), "load_checkpoint: '", dir, "' is not a directory");
 
   std::shared_ptr<LanguageModel> model;
   const std::string config_text = read_text_file(config_path);

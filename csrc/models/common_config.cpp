@@ -26,11 +26,10 @@ void read_common(ConfigReader& r, const std::string& arch, CommonConfig& c, int6
   c.max_len = r.required<int64_t>("max_len");
   c.dropout = r.optional<double>("dropout", c.dropout);
   c.tie_embeddings = r.optional<bool>("tie_embeddings", c.tie_embeddings);
-  r.check(c.vocab_size >= 1, "vocab_size", "must be >= 1, got " + std::to_string(c.vocab_size));
-  r.check(c.d_model >= 1, "d_model", "must be >= 1, got " + std::to_string(c.d_model));
-  r.check(c.n_layers >= min_layers, "n_layers",
-          "must be >= " + std::to_string(min_layers) + ", got " + std::to_string(c.n_layers));
-  r.check(c.max_len >= 1, "max_len", "must be >= 1, got " + std::to_string(c.max_len));
+  r.at_least("vocab_size", c.vocab_size, 1);
+  r.at_least("d_model", c.d_model, 1);
+  r.at_least("n_layers", c.n_layers, min_layers);
+  r.at_least("max_len", c.max_len, 1);
   r.check(c.dropout >= 0.0 && c.dropout < 1.0, "dropout", "must be in [0, 1), got " + std::to_string(c.dropout));
 }
 

@@ -1,11 +1,14 @@
 // Validating reader of a model's JSON configuration: every key is read
 // exactly once with its type checked; anything missing, mistyped,
-// impossible or left unread is an error naming the key.
+// impossible or left unread is an error naming the key. A config lists its
+// own keys once (TMM_CONFIG_KEYS), for read_config and write_config.
 #pragma once
 
 #include <cstdint>
 #include <set>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <c10/util/Exception.h>
@@ -16,15 +19,25 @@
 
 namespace tmm::models {
 
+// Parses a config's JSON text; invalid JSON is a c10::Error naming `what`.
+nlohmann::json parse_config_text(const std::string& text, const std::string& what);
+
 class ConfigReader {
  public:
-  ConfigReader(const nlohmann::json& config, std::string what) : config_(config), what_(std::move(what)) {
+  // `text`: the config's JSON text, which must hold an object.
+  ConfigReader(const std::string& text, std::string what)
+      : config_(parse_config_text(text, what)), what_(std::move(what)) {
     TORCH_CHECK(config_.is_object(), what_, ": expected a JSON object, got ", config_.type_name());
+  }
+
+  // A key without a default: an error naming it when absent.
+  void require(const std::string& key) const {
+    TORCH_CHECK(config_.contains(key), what_, ": missing key \"", key, "\"");
   }
 
   template <class T>
   T required(const std::string& key) {
-    TORCH_CHECK(config_.contains(key), what_, ": missing key \"", key, "\"");
+    require(key);
     return get<T>(key);
   }
 
@@ -36,6 +49,11 @@ class ConfigReader {
   // An impossible value: `ok` false raises "<what>: key \"<key>\" <message>".
   void check(bool ok, const std::string& key, const std::string& message) const {
     TORCH_CHECK(ok, what_, ": key \"", key, "\" ", message);
+  }
+
+  // An integer below its least value: "... key \"<key>\" must be >= <least>, got <value>".
+  void at_least(const std::string& key, int64_t value, int64_t least) const {
+    check(value >= least, key, "must be >= " + std::to_string(least) + ", got " + std::to_string(value));
   }
 
   // One of the names in `names` (a string), as its enum value: an error
@@ -87,13 +105,10 @@ class ConfigReader {
     return v.get<T>();
   }
 
-  const nlohmann::json& config_;
+  const nlohmann::json config_;
   std::string what_;
   std::set<std::string> read_;
 };
-
-// Parses a config's JSON text; invalid JSON is a c10::Error naming `what`.
-nlohmann::json parse_config_text(const std::string& text, const std::string& what);
 
 // The keys every model's config has (CommonConfig): "arch" (must equal
 // `arch`), then vocab_size, d_model, n_layers, max_len (required) and
@@ -104,5 +119,43 @@ void read_common(ConfigReader& r, const std::string& arch, CommonConfig& c, int6
 // The same keys, "arch" included, as a JSON object a model's to_json_text()
 // adds its own keys to.
 nlohmann::json write_common(const std::string& arch, const CommonConfig& c);
+
+// A config's own keys, each named once, as its member is: TMM_CONFIG_KEYS(a, b)
+// is a callable (c, k) calling k("a", c.a) then k("b", c.b) (through nlohmann's
+// NLOHMANN_JSON_PASTE, public since 3.9 for its NLOHMANN_DEFINE_TYPE_*). An enum member
+// is read and written by the names option_names(E) gives (option_names.h).
+#define TMM_CONFIG_KEY(member) k(#member, c.member);
+#define TMM_CONFIG_KEYS(...) \
+  [](auto& c, auto&& k) { NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(TMM_CONFIG_KEY, __VA_ARGS__)) }
+
+// "arch" (Config::kArch) and the common keys (read_common), then the keys
+// `own` lists, each optional with the member's initial value as its default.
+// The caller checks the values and calls r.finish().
+template <class Config, class Keys>
+Config read_config(ConfigReader& r, Keys own, int64_t min_layers = 0) {
+  Config c;
+  read_common(r, Config::kArch, c, min_layers);
+  own(c, [&r](const char* key, auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_enum_v<T>)
+      v = r.choice(key, v, option_names(v));
+    else
+      v = r.optional<T>(key, v);
+  });
+  return c;
+}
+
+// Every key, "arch" included, as config.json holds it.
+template <class Config, class Keys>
+std::string write_config(const Config& c, Keys own) {
+  nlohmann::json j = write_common(Config::kArch, c);
+  own(c, [&j](const char* key, const auto& v) {
+    if constexpr (std::is_enum_v<std::decay_t<decltype(v)>>)
+      j[key] = option_name(option_names(v), v);
+    else
+      j[key] = v;
+  });
+  return j.dump(2);
+}
 
 }  // namespace tmm::models

@@ -2,8 +2,6 @@
 // result saved beside a checkpoint as distilled.json + distilled.safetensors.
 #include "tmm/models/distill.h"
 
-#include <sys/stat.h>
-
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -15,6 +13,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "io/atomic_file.h"
+#include "io/paths.h"
 #include "tmm/io/safetensors.h"
 #include "tmm/models/language_model.h"
 
@@ -24,15 +23,6 @@ namespace {
 constexpr const char* kJsonFile = "distilled.json";
 constexpr const char* kTensorsFile = "distilled.safetensors";
 constexpr const char* kFormat = "tmm-distilled-1";
-
-std::string join(const std::string& dir, const char* file) {
-  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
-}
-
-bool is_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 }  // namespace
 
@@ -106,15 +96,15 @@ void save_distillation(const Distillation& d, const std::string& dir) {
                      {"error_max", k.error.max().item<double>()},
                      {"error_mean", k.error.mean().item<double>()}};
   }
-  io::save_safetensors(join(dir, kTensorsFile), tensors, {{"format", kFormat}});
+  io::save_safetensors(io::join_path(dir, kTensorsFile), tensors, {{"format", kFormat}});
   const nlohmann::json j = {{"format", kFormat}, {"order", d.order}, {"window", d.window}, {"kernels", kernels}};
-  io::write_file_atomically(join(dir, kJsonFile), j.dump(2) + "\n");
+  io::write_file_atomically(io::join_path(dir, kJsonFile), j.dump(2) + "\n");
 }
 
-bool has_distillation(const std::string& dir) { return is_file(join(dir, kJsonFile)); }
+bool has_distillation(const std::string& dir) { return io::is_regular_file(io::join_path(dir, kJsonFile)); }
 
 std::shared_ptr<Distillation> load_distillation(const std::string& dir) {
-  const std::string json_path = join(dir, kJsonFile), tensors_path = join(dir, kTensorsFile);
+  const std::string json_path = io::join_path(dir, kJsonFile), tensors_path = io::join_path(dir, kTensorsFile);
   std::ifstream f(json_path);
   TORCH_CHECK(f, "load_distillation: cannot read '", json_path, "'");
   std::stringstream text;

@@ -57,25 +57,21 @@ void safari_init(torch::nn::Module& m, int64_t n_layers) {
 }  // namespace
 
 std::string to_string(HyenaInit init) { return option_name(kInitNames, init); }
+constexpr const auto& option_names(HyenaInit) { return kInitNames; }
+
+namespace {
+constexpr auto kOwnKeys =
+    TMM_CONFIG_KEYS(ffn_mult, short_filter, filter_order, emb_dim, filter_sin_freq, modulate, final_norm, init);
+}  // namespace
 
 HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
-  const nlohmann::json j = parse_config_text(text, "Hyena config");
-  ConfigReader r(j, "Hyena config");
-  HyenaConfig c;
-  read_common(r, kArch, c);
-  c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
-  c.short_filter = r.optional<int64_t>("short_filter", c.short_filter);
-  c.filter_order = r.optional<int64_t>("filter_order", c.filter_order);
-  c.emb_dim = r.optional<int64_t>("emb_dim", c.emb_dim);
-  c.filter_sin_freq = r.optional<double>("filter_sin_freq", c.filter_sin_freq);
-  c.modulate = r.optional<bool>("modulate", c.modulate);
-  c.final_norm = r.optional<bool>("final_norm", c.final_norm);
-  c.init = r.choice("init", c.init, kInitNames);
+  ConfigReader r(text, "Hyena config");
+  HyenaConfig c = read_config<HyenaConfig>(r, kOwnKeys);
   r.finish();
 
-  r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
-  r.check(c.short_filter >= 1, "short_filter", "must be >= 1, got " + std::to_string(c.short_filter));
-  r.check(c.filter_order >= 1, "filter_order", "must be >= 1, got " + std::to_string(c.filter_order));
+  r.at_least("ffn_mult", c.ffn_mult, 1);
+  r.at_least("short_filter", c.short_filter, 1);
+  r.at_least("filter_order", c.filter_order, 1);
   r.check(c.emb_dim >= 3 && c.emb_dim % 2 == 1, "emb_dim",
           "must be odd and >= 3 (time, then cosine and sine bands), got " + std::to_string(c.emb_dim));
   r.check(std::isfinite(c.filter_sin_freq) && c.filter_sin_freq != 0.0, "filter_sin_freq",
@@ -85,18 +81,7 @@ HyenaConfig HyenaConfig::from_json_text(const std::string& text) {
   return c;
 }
 
-std::string HyenaConfig::to_json_text() const {
-  nlohmann::json j = write_common(kArch, *this);
-  j.update({{"ffn_mult", ffn_mult},
-            {"short_filter", short_filter},
-            {"filter_order", filter_order},
-            {"emb_dim", emb_dim},
-            {"filter_sin_freq", filter_sin_freq},
-            {"modulate", modulate},
-            {"final_norm", final_norm},
-            {"init", to_string(init)}});
-  return j.dump(2);
-}
+std::string HyenaConfig::to_json_text() const { return write_config(*this, kOwnKeys); }
 
 // --- implicit filter ------------------------------------------------------
 
@@ -335,23 +320,20 @@ at::Tensor HyenaBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, 
   return h + ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h))));
 }
 
-HyenaModel::HyenaModel(const HyenaConfig& config)
-    : HyenaModel(HyenaConfig::from_json_text(config.to_json_text()), Validated{}) {}
-
-HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
-    : LanguageModel(HyenaConfig::kArch, config), config_(config) {
-  for (int64_t i = 0; i < config.n_layers; ++i) add_block(HyenaBlock(config).ptr());
-  if (config.final_norm)
+HyenaModel::HyenaModel(const HyenaConfig& config) : ZooModel(config) {
+  const HyenaConfig& c = this->config();  // validated
+  for (int64_t i = 0; i < c.n_layers; ++i) add_block(HyenaBlock(c).ptr());
+  if (c.final_norm)
     set_final_norm("final_norm",
-                   torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}))));
-  const bool safari = config.init == HyenaInit::Safari;
+                   torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model}))));
+  const bool safari = c.init == HyenaInit::Safari;
   if (safari) {
     torch::NoGradGuard no_grad;
     torch::nn::init::normal_(embedding()->weight, 0.0, kSafariStd);
-    safari_init(*this, config.n_layers);
+    safari_init(*this, c.n_layers);
   }
   add_head([&] {
-    torch::nn::Linear head = hyena_linear(config, config.d_model, config.vocab_size, false);
+    torch::nn::Linear head = hyena_linear(c, c.d_model, c.vocab_size, false);
     if (safari) {
       torch::NoGradGuard no_grad;
       torch::nn::init::normal_(head->weight, 0.0, kSafariStd);
@@ -359,8 +341,6 @@ HyenaModel::HyenaModel(const HyenaConfig& config, Validated)
     return head;
   });
 }
-
-HyenaBlock HyenaModel::block(int64_t i) const { return std::dynamic_pointer_cast<HyenaBlockImpl>(blocks().at(i)); }
 
 DecodeMethod HyenaModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
   return long_conv_decode_method(requested, capacity);

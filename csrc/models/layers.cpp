@@ -18,7 +18,7 @@ at::Tensor RMSNormImpl::forward(const at::Tensor& x) {
 
 torch::nn::AnyModule make_norm(NormKind kind, int64_t dim) {
   if (kind == NormKind::RMSNorm) return torch::nn::AnyModule(RMSNorm(dim));
-  return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})));
+  return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(kLayerNormEps)));
 }
 
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias) {

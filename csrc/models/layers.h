@@ -11,10 +11,14 @@
 
 namespace tmm::models {
 
+// make_norm's epsilons (tmm.nn reads them through tmm._C._norm_eps()).
+inline constexpr double kRMSNormEps = 1e-6;
+inline constexpr double kLayerNormEps = 1e-5;  // torch's default, as the TMM authors' nn.LayerNorm
+
 // y = x / rms(x) * weight, over the last dimension (computed in float32 at least).
 class RMSNormImpl : public torch::nn::Module {
  public:
-  explicit RMSNormImpl(int64_t dim, double eps = 1e-6);
+  explicit RMSNormImpl(int64_t dim, double eps = kRMSNormEps);
   at::Tensor forward(const at::Tensor& x);
   at::Tensor weight;
   double eps;

@@ -26,7 +26,6 @@ namespace tmm::models {
 
 namespace {
 
-constexpr double kNormEps = 1e-5;  // mamba_ssm's RMSNorm and RMSNormGated eps
 constexpr double kDtMin = 1e-3, kDtMax = 1e-1, kDtInitFloor = 1e-4;
 constexpr double kAInitLo = 1.0, kAInitHi = 16.0;
 
@@ -50,31 +49,26 @@ at::Tensor segsum(const at::Tensor& x) {
 
 // ---------------------------------------------------------------- config
 
+namespace {
+constexpr auto kOwnKeys = TMM_CONFIG_KEYS(d_state, d_conv, expand, headdim, ngroups, chunk_size, d_intermediate);
+}  // namespace
+
 Mamba2Config Mamba2Config::from_json_text(const std::string& text) {
-  const nlohmann::json json = parse_config_text(text, "mamba2 config");
-  ConfigReader r(json, "mamba2 config");
-  Mamba2Config c;
-  read_common(r, kArch, c, /*min_layers=*/1);
-  c.d_state = r.optional<int64_t>("d_state", 64);
+  ConfigReader r(text, "mamba2 config");
+  Mamba2Config c = read_config<Mamba2Config>(r, kOwnKeys, /*min_layers=*/1);
   r.check(c.d_state > 0, "d_state", "must be positive");
-  c.d_conv = r.optional<int64_t>("d_conv", 4);
   r.check(c.d_conv > 0, "d_conv", "must be positive");
-  c.expand = r.optional<int64_t>("expand", 2);
   r.check(c.expand > 0, "expand", "must be positive");
-  c.headdim = r.optional<int64_t>("headdim", 64);
   r.check(c.headdim > 0, "headdim", "must be positive");
   r.product("expand", c.expand, c.d_model);
   r.check(c.d_inner() % c.headdim == 0, "headdim",
           "must divide d_inner = expand * d_model = " + std::to_string(c.d_inner()) + ", got " +
               std::to_string(c.headdim));
-  c.ngroups = r.optional<int64_t>("ngroups", 1);
   r.check(c.ngroups > 0, "ngroups", "must be positive");
   r.check(c.nheads() % c.ngroups == 0, "ngroups",
           "must divide the number of heads d_inner / headdim = " + std::to_string(c.nheads()) + ", got " +
               std::to_string(c.ngroups));
-  c.chunk_size = r.optional<int64_t>("chunk_size", 64);
   r.check(c.chunk_size > 0, "chunk_size", "must be positive");
-  c.d_intermediate = r.optional<int64_t>("d_intermediate", 0);
   r.check(c.d_intermediate >= 0, "d_intermediate", "must be >= 0 (0: no MLP)");
   // The mixer's widths: 2 * ngroups * d_state, conv_dim = d_inner + 2 * GN and
   // in_proj's 2 * d_inner + 2 * GN + nheads must all fit in int64.
@@ -88,17 +82,7 @@ Mamba2Config Mamba2Config::from_json_text(const std::string& text) {
   return c;
 }
 
-std::string Mamba2Config::to_json_text() const {
-  nlohmann::json j = write_common(kArch, *this);
-  j.update({{"d_state", d_state},
-            {"d_conv", d_conv},
-            {"expand", expand},
-            {"headdim", headdim},
-            {"ngroups", ngroups},
-            {"chunk_size", chunk_size},
-            {"d_intermediate", d_intermediate}});
-  return j.dump(2);
-}
+std::string Mamba2Config::to_json_text() const { return write_config(*this, kOwnKeys); }
 
 // ---------------------------------------------------------------- pieces
 
@@ -167,6 +151,50 @@ at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tens
   return (Y_diag + Y_off).reshape({bsz, nc * Q, H, P}).narrow(1, 0, L);
 }
 
+namespace {
+
+// The scan's operands in at least float32 (float64 stays float64): shared by
+// ssd_scan and the decoder's steps.
+struct ScanInputs {
+  at::Tensor x, B, C, dt, A, D;  // batch x L x H x P, batch x L x G x N (twice), batch x L x H, H, H
+  // y (batch x L x H x P, the scan of these inputs) plus the skip D x, as batch x L x H*P.
+  at::Tensor with_skip(const at::Tensor& y) const { return (y + x * D.unsqueeze(-1)).flatten(2); }
+};
+
+ScanInputs scan_inputs(const at::Tensor& x, const at::Tensor& dt_raw, const at::Tensor& dt_bias,
+                       const at::Tensor& A_log, const at::Tensor& B, const at::Tensor& C, const at::Tensor& D,
+                       int64_t ngroups) {
+  TORCH_CHECK(x.dim() == 3 && dt_raw.dim() == 3 && dt_raw.size(2) > 0 && x.size(2) % dt_raw.size(2) == 0,
+              "ssd_scan: x must be batch x L x H*P and dt_raw batch x L x H, got ", x.sizes(), " and ",
+              dt_raw.sizes());
+  const int64_t H = dt_raw.size(2);
+  for (const at::Tensor* t : {&dt_bias, &A_log, &D})
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == H, "ssd_scan: dt_bias, A_log and D must have H = ", H,
+                " entries, got ", t->sizes());
+  TORCH_CHECK(ngroups > 0 && B.dim() == 3 && B.size(2) % ngroups == 0 && C.sizes() == B.sizes(),
+              "ssd_scan: B and C must be batch x L x G*N with G = ngroups = ", ngroups, ", got ", B.sizes(), " and ",
+              C.sizes());
+  const auto ct = at::promote_types(x.scalar_type(), at::kFloat);
+  const auto heads = [](const at::Tensor& t, int64_t n) {  // batch x L x n*k -> batch x L x n x k
+    return t.reshape({t.size(0), t.size(1), n, t.size(2) / n});
+  };
+  return {heads(x.to(ct), H),
+          heads(B.to(ct), ngroups),
+          heads(C.to(ct), ngroups),
+          at::softplus(dt_raw.to(ct) + dt_bias.to(ct)),
+          -at::exp(A_log.to(ct)),
+          D.to(ct)};
+}
+
+}  // namespace
+
+at::Tensor ssd_scan(const at::Tensor& x, const at::Tensor& dt_raw, const at::Tensor& dt_bias, const at::Tensor& A_log,
+                    const at::Tensor& B, const at::Tensor& C, const at::Tensor& D, int64_t ngroups, int64_t chunk_size,
+                    at::Tensor* final_state) {
+  const ScanInputs in = scan_inputs(x, dt_raw, dt_bias, A_log, B, C, D, ngroups);
+  return in.with_skip(ssd_chunked(in.x, in.dt, in.A, in.B, in.C, chunk_size, final_state));
+}
+
 at::Tensor causal_depthwise_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(x.dim() == 3, "causal_depthwise_conv1d: x must be batch x L x C, got ", x.sizes());
   const int64_t L = x.size(1), C = x.size(2);
@@ -205,10 +233,18 @@ at::Tensor ssd_chunked_op(const at::Tensor& x, const at::Tensor& dt, const at::T
                           const at::Tensor& C, int64_t chunk_size) {
   return mamba2::ssd_chunked(x, dt, A, B, C, chunk_size);
 }
+at::Tensor ssd_scan_op(const at::Tensor& x, const at::Tensor& dt_raw, const at::Tensor& dt_bias, const at::Tensor& A_log,
+                       const at::Tensor& B, const at::Tensor& C, const at::Tensor& D, int64_t ngroups,
+                       int64_t chunk_size) {
+  return mamba2::ssd_scan(x, dt_raw, dt_bias, A_log, B, C, D, ngroups, chunk_size);
+}
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(tmm, m) {
   m.def("mamba2_ssd_chunked(Tensor x, Tensor dt, Tensor A, Tensor B, Tensor C, int chunk_size) -> Tensor",
+        {at::Tag::pt2_compliant_tag});
+  m.def("mamba2_ssd_scan(Tensor x, Tensor dt_raw, Tensor dt_bias, Tensor A_log, Tensor B, Tensor C, Tensor D, "
+        "int ngroups, int chunk_size) -> Tensor",
         {at::Tag::pt2_compliant_tag});
   m.def("mamba2_causal_depthwise_conv1d(Tensor x, Tensor weight, Tensor bias) -> Tensor",
         {at::Tag::pt2_compliant_tag});
@@ -218,6 +254,7 @@ TORCH_LIBRARY_FRAGMENT(tmm, m) {
 
 TORCH_LIBRARY_IMPL(tmm, CompositeImplicitAutograd, m) {
   m.impl("mamba2_ssd_chunked", &ssd_chunked_op);
+  m.impl("mamba2_ssd_scan", &ssd_scan_op);
   m.impl("mamba2_causal_depthwise_conv1d", &mamba2::causal_depthwise_conv1d);
   m.impl("mamba2_gated_rms_norm", &mamba2::gated_rms_norm);
 }
@@ -248,52 +285,32 @@ Mamba2MixerImpl::Mamba2MixerImpl(const Mamba2Config& c) : config(c) {
   dt_bias = register_parameter("dt_bias", (dt + at::log(-at::expm1(-dt))).to(at::kFloat));
   A_log = register_parameter("A_log", at::empty({H}).uniform_(kAInitLo, kAInitHi).log());
   D = register_parameter("D", at::ones({H}));
-  norm = register_module("norm", Mamba2GatedRMSNorm(di, c.ngroups, kNormEps));
+  norm = register_module("norm", Mamba2GatedRMSNorm(di, c.ngroups, mamba2::kNormEps));
   out_proj = register_module("out_proj", torch::nn::Linear(torch::nn::LinearOptions(di, c.d_model).bias(false)));
   // mamba_ssm's rescale of the residual branches' output projections.
   out_proj->weight.div_(std::sqrt(static_cast<double>((c.d_intermediate > 0 ? 2 : 1) * c.n_layers)));
 }
 
 namespace {
-
-// The scan's operands from the conv output (x, B, C) and the raw dt, in at
-// least float32 (float64 stays float64): shared by forward and decode.
-struct ScanInputs {
-  at::ScalarType dtype;
-  at::Tensor x, B, C, dt, A;  // batch x L x H x P, batch x L x G x N (twice), batch x L x H, H
-};
-
-ScanInputs scan_inputs(const Mamba2Config& c, const std::vector<at::Tensor>& xbc, const at::Tensor& dt_raw,
-                       const at::Tensor& dt_bias, const at::Tensor& A_log, at::ScalarType input_dtype) {
-  const int64_t bsz = dt_raw.size(0), L = dt_raw.size(1);
-  const auto ct = at::promote_types(input_dtype, at::kFloat);
-  return {ct,
-          xbc[0].to(ct).reshape({bsz, L, c.nheads(), c.headdim}),
-          xbc[1].to(ct).reshape({bsz, L, c.ngroups, c.d_state}),
-          xbc[2].to(ct).reshape({bsz, L, c.ngroups, c.d_state}),
-          at::softplus(dt_raw.to(ct) + dt_bias.to(ct)),
-          -at::exp(A_log.to(ct))};
+// The scan's y (batch x L x d_inner) through the gated norm, in the scan's
+// dtype (at least float32), then out_proj in `dtype`, the mixer input's.
+at::Tensor mixer_output(Mamba2MixerImpl& m, const at::Tensor& y, const at::Tensor& z, at::ScalarType dtype) {
+  return m.out_proj(m.norm(y, z.to(y.scalar_type())).to(dtype));
 }
-
 }  // namespace
 
 at::Tensor Mamba2MixerImpl::forward(const at::Tensor& u) {  // batch x L x d
   const Mamba2Config& c = config;
   TORCH_CHECK(u.dim() == 3 && u.size(2) == c.d_model, "Mamba2Mixer: expected batch x L x ", c.d_model, ", got ",
               u.sizes());
-  const int64_t bsz = u.size(0), L = u.size(1);
   const int64_t di = c.d_inner(), H = c.nheads(), GN = c.ngroups * c.d_state;
 
   const auto parts = in_proj(u).split_with_sizes({di, di + 2 * GN, H}, -1);  // z, xBC, dt
   const at::Tensor xBC = at::silu(mamba2::causal_depthwise_conv1d(parts[1], conv1d->weight, conv1d->bias));
   const auto xbc = xBC.split_with_sizes({di, GN, GN}, -1);                     // x, B, C
 
-  // The scan and the norm run in at least float32 (float64 stays float64).
-  const ScanInputs in = scan_inputs(c, xbc, parts[2], dt_bias, A_log, u.scalar_type());
-  const at::Tensor y =
-      mamba2::ssd_chunked(in.x, in.dt, in.A, in.B, in.C, c.chunk_size) + in.x * D.to(in.dtype).unsqueeze(-1);
-  const at::Tensor gated = norm(y.reshape({bsz, L, di}), parts[0].to(in.dtype));  // batch x L x d_inner
-  return out_proj(gated.to(u.scalar_type()));
+  const at::Tensor y = mamba2::ssd_scan(xbc[0], parts[2], dt_bias, A_log, xbc[1], xbc[2], D, c.ngroups, c.chunk_size);
+  return mixer_output(*this, y, parts[0], u.scalar_type());
 }
 
 Mamba2MixerDecodeState Mamba2MixerImpl::start_decoding(int64_t batch) const {
@@ -320,23 +337,19 @@ at::Tensor Mamba2MixerImpl::decode(const at::Tensor& u, Mamba2MixerDecodeState& 
   const at::Tensor conv = mamba2::causal_depthwise_conv1d(window, conv1d->weight, conv1d->bias).narrow(1, K - 1, L);
   const auto xbc = at::silu(conv).split_with_sizes({di, GN, GN}, -1);         // x, B, C
 
-  const ScanInputs in = scan_inputs(c, xbc, parts[2], dt_bias, A_log, u.scalar_type());
-  const at::Tensor &x = in.x, &Bm = in.B, &Cm = in.C, &dt = in.dt, &A = in.A;
-  const auto ct = in.dtype;
-
-  at::Tensor y;
-  if (position == 0) {
-    y = mamba2::ssd_chunked(x, dt, A, Bm, Cm, c.chunk_size, &state.ssm);
-  } else {  // s = exp(dt A) s + dt x B^T, y = s C, per head (group g of B and C for heads g*R .. g*R+R-1)
-    const at::Tensor dt1 = dt.select(1, 0);                                     // B x H
-    const at::Tensor s = state.ssm.view({bsz, G, R, P, N});
-    s.mul_(at::exp(dt1 * A).view({bsz, G, R, 1, 1}));
-    s.add_((x.select(1, 0) * dt1.unsqueeze(-1)).view({bsz, G, R, P, 1}) * Bm.select(1, 0).view({bsz, G, 1, 1, N}));
-    y = at::matmul(s, Cm.select(1, 0).view({bsz, G, 1, N, 1})).view({bsz, 1, H, P});
+  if (position == 0) {  // the prefill: the forward's scan, keeping its final state
+    const at::Tensor y = mamba2::ssd_scan(xbc[0], parts[2], dt_bias, A_log, xbc[1], xbc[2], D, G, c.chunk_size,
+                                          &state.ssm);
+    return mixer_output(*this, y, parts[0], u.scalar_type());
   }
-  y = y + x * D.to(ct).unsqueeze(-1);
-  const at::Tensor gated = norm(y.reshape({bsz, L, di}), parts[0].to(ct));      // batch x L x d_inner
-  return out_proj(gated.to(u.scalar_type()));
+  // s = exp(dt A) s + dt x B^T, y = s C, per head (group g of B and C for heads g*R .. g*R+R-1)
+  const auto in = mamba2::scan_inputs(xbc[0], parts[2], dt_bias, A_log, xbc[1], xbc[2], D, G);
+  const at::Tensor dt1 = in.dt.select(1, 0);                                    // B x H
+  const at::Tensor s = state.ssm.view({bsz, G, R, P, N});
+  s.mul_(at::exp(dt1 * in.A).view({bsz, G, R, 1, 1}));
+  s.add_((in.x.select(1, 0) * dt1.unsqueeze(-1)).view({bsz, G, R, P, 1}) * in.B.select(1, 0).view({bsz, G, 1, 1, N}));
+  const at::Tensor y = at::matmul(s, in.C.select(1, 0).view({bsz, G, 1, N, 1})).view({bsz, 1, H, P});
+  return mixer_output(*this, in.with_skip(y), parts[0], u.scalar_type());
 }
 
 Mamba2GatedMLPImpl::Mamba2GatedMLPImpl(int64_t d_model, int64_t hidden, int64_t n_layers) {
@@ -352,11 +365,11 @@ at::Tensor Mamba2GatedMLPImpl::forward(const at::Tensor& x) {
 }
 
 Mamba2BlockImpl::Mamba2BlockImpl(const Mamba2Config& c) : config(c) {
-  norm = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
+  norm = torch::nn::AnyModule(RMSNorm(c.d_model, mamba2::kNormEps));
   register_module("norm", norm.ptr());
   mixer = register_module("mixer", Mamba2Mixer(c));
   if (c.d_intermediate > 0) {
-    norm2 = torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps));
+    norm2 = torch::nn::AnyModule(RMSNorm(c.d_model, mamba2::kNormEps));
     register_module("norm2", norm2.ptr());
     mlp = register_module("mlp", Mamba2GatedMLP(c.d_model, c.d_intermediate, c.n_layers));
   }
@@ -380,20 +393,16 @@ at::Tensor Mamba2BlockImpl::decode(const at::Tensor& x, LayerDecodeState& state,
   return h;
 }
 
-Mamba2Model::Mamba2Model(const Mamba2Config& c)
-    : Mamba2Model(Mamba2Config::from_json_text(c.to_json_text()), Validated{}) {}
-
-Mamba2Model::Mamba2Model(const Mamba2Config& c, Validated) : LanguageModel(Mamba2Config::kArch, c), config_(c) {
+Mamba2Model::Mamba2Model(const Mamba2Config& config) : ZooModel(config) {
+  const Mamba2Config& c = this->config();  // validated
   {
     torch::NoGradGuard no_grad;
     embedding()->weight.normal_(0.0, 0.02);
   }
   for (int64_t i = 0; i < c.n_layers; ++i) add_block(Mamba2Block(c).ptr());
-  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, kNormEps)));
+  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, mamba2::kNormEps)));
   add_head([&] { return torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)); });
 }
-
-Mamba2Block Mamba2Model::block(int64_t i) const { return std::dynamic_pointer_cast<Mamba2BlockImpl>(blocks().at(i)); }
 
 namespace {
 // Part "mixer": tmm.nn's Mamba2Mixer takes its initial values from it.

@@ -38,5 +38,9 @@ inline constexpr OptionName<NormKind> kNormNames[] = {{"layernorm", NormKind::La
                                                       {"rmsnorm", NormKind::RMSNorm}};
 inline constexpr OptionName<Activation> kActivationNames[] = {
     {"silu", Activation::SiLU}, {"gelu", Activation::GELU}, {"relu", Activation::ReLU}};
+// The table of an enum's names, found by argument-dependent lookup (read_config,
+// write_config); each model's own enums have theirs beside their tables.
+constexpr const auto& option_names(NormKind) { return kNormNames; }
+constexpr const auto& option_names(Activation) { return kActivationNames; }
 
 }  // namespace tmm::models

@@ -32,22 +32,18 @@ constexpr OptionName<TMMInit> kInitNames[] = {{"kaiming", TMMInit::Kaiming}, {"s
 std::string to_string(TMMMixerKind kind) { return option_name(kMixerNames, kind); }
 std::string to_string(TMMBlockOrder order) { return option_name(kBlockOrderNames, order); }
 std::string to_string(TMMInit init) { return option_name(kInitNames, init); }
+constexpr const auto& option_names(TMMMixerKind) { return kMixerNames; }
+constexpr const auto& option_names(TMMBlockOrder) { return kBlockOrderNames; }
+constexpr const auto& option_names(TMMInit) { return kInitNames; }
+
+namespace {
+constexpr auto kOwnKeys = TMM_CONFIG_KEYS(heads, kernel, mixer, ffn_mult, activation, block_order, norm,
+                                          mixer_dropout, final_norm, init);
+}  // namespace
 
 TMMConfig TMMConfig::from_json_text(const std::string& text) {
-  const nlohmann::json j = parse_config_text(text, "TMM config");
-  ConfigReader r(j, "TMM config");
-  TMMConfig c;
-  read_common(r, kArch, c);
-  c.heads = r.optional<int64_t>("heads", c.heads);
-  c.kernel = r.optional<int64_t>("kernel", c.kernel);
-  c.mixer = r.choice("mixer", c.mixer, kMixerNames);
-  c.ffn_mult = r.optional<int64_t>("ffn_mult", c.ffn_mult);
-  c.activation = r.choice("activation", c.activation, kActivationNames);
-  c.block_order = r.choice("block_order", c.block_order, kBlockOrderNames);
-  c.norm = r.choice("norm", c.norm, kNormNames);
-  c.mixer_dropout = r.optional<double>("mixer_dropout", c.mixer_dropout);
-  c.final_norm = r.optional<bool>("final_norm", c.final_norm);
-  c.init = r.choice("init", c.init, kInitNames);
+  ConfigReader r(text, "TMM config");
+  TMMConfig c = read_config<TMMConfig>(r, kOwnKeys);
   r.finish();
 
   r.check(c.heads >= 0, "heads", "must be >= 0 (0 = flat), got " + std::to_string(c.heads));
@@ -57,7 +53,7 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   r.check(c.kernel >= 1 && c.kernel <= per_group, "kernel",
           "must be in [1, channels per head = " + std::to_string(per_group) + "], got " + std::to_string(c.kernel));
   r.check(c.mixer != TMMMixerKind::Masked || c.kernel == 1, "kernel", "must be 1 with mixer \"masked\"");
-  r.check(c.ffn_mult >= 1, "ffn_mult", "must be >= 1, got " + std::to_string(c.ffn_mult));
+  r.at_least("ffn_mult", c.ffn_mult, 1);
   r.product("ffn_mult", c.ffn_mult, c.d_model);
   r.product("max_len", c.kernel, c.max_len);
   const bool expanded = c.mixer == TMMMixerKind::Expanded;
@@ -70,20 +66,7 @@ TMMConfig TMMConfig::from_json_text(const std::string& text) {
   return c;
 }
 
-std::string TMMConfig::to_json_text() const {
-  nlohmann::json j = write_common(kArch, *this);
-  j.update({{"heads", heads},
-            {"kernel", kernel},
-            {"mixer", to_string(mixer)},
-            {"ffn_mult", ffn_mult},
-            {"activation", to_string(activation)},
-            {"block_order", to_string(block_order)},
-            {"norm", to_string(norm)},
-            {"mixer_dropout", mixer_dropout},
-            {"final_norm", final_norm},
-            {"init", to_string(init)}});
-  return j.dump(2);
-}
+std::string TMMConfig::to_json_text() const { return write_config(*this, kOwnKeys); }
 
 namespace {
 
@@ -245,23 +228,19 @@ at::Tensor TMMBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, in
   return h + ffn(h);
 }
 
-TMMModel::TMMModel(const TMMConfig& config)
-    : TMMModel(TMMConfig::from_json_text(config.to_json_text()), Validated{}) {}
-
-TMMModel::TMMModel(const TMMConfig& config, Validated) : LanguageModel(TMMConfig::kArch, config), config_(config) {
-  for (int64_t i = 0; i < config.n_layers; ++i) add_block(TMMBlock(config).ptr());
-  if (config.final_norm) set_final_norm("final_norm", make_norm(config.norm, config.d_model));
-  add_head([&] { return make_linear(config.d_model, config.vocab_size, false); });
-  if (config.tie_embeddings) {  // the authors' tie_io: the shared weight (V x d) re-initialised Kaiming, N(0, 2/d)
+TMMModel::TMMModel(const TMMConfig& config) : ZooModel(config) {
+  const TMMConfig& c = this->config();  // validated
+  for (int64_t i = 0; i < c.n_layers; ++i) add_block(TMMBlock(c).ptr());
+  if (c.final_norm) set_final_norm("final_norm", make_norm(c.norm, c.d_model));
+  add_head([&] { return make_linear(c.d_model, c.vocab_size, false); });
+  if (c.tie_embeddings) {  // the authors' tie_io: the shared weight (V x d) re-initialised Kaiming, N(0, 2/d)
     torch::NoGradGuard no_grad;
     torch::nn::init::kaiming_normal_(embedding()->weight, 0.0, torch::kFanIn, torch::kReLU);
   }
 }
 
-TMMBlock TMMModel::block(int64_t i) const { return std::dynamic_pointer_cast<TMMBlockImpl>(blocks().at(i)); }
-
 DecodeMethod TMMModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
-  if (config_.mixer == TMMMixerKind::Masked) {
+  if (config().mixer == TMMMixerKind::Masked) {
     TORCH_CHECK(requested != DecodeMethod::Fast && requested != DecodeMethod::Distilled, "decode method \"",
                 to_string(requested), "\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
     return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;

@@ -21,6 +21,12 @@ constexpr OptionName<TransformerInit> kInitNames[] = {{"llama", TransformerInit:
 }  // namespace
 
 std::string to_string(TransformerInit init) { return option_name(kInitNames, init); }
+constexpr const auto& option_names(TransformerInit) { return kInitNames; }
+
+namespace {
+constexpr auto kOwnKeys = TMM_CONFIG_KEYS(n_heads, n_kv_heads, head_dim, norm_eps, init, rope_theta, window, ffn_mult,
+                                          ffn_hidden);
+}  // namespace
 
 int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult) {
   const auto h = static_cast<int64_t>(std::floor(2.0 * ffn_mult * double(d_model) / 3.0));
@@ -28,22 +34,12 @@ int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult) {
 }
 
 TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
-  const nlohmann::json j = parse_config_text(text, "Transformer config");
-  ConfigReader r(j, "Transformer config");
-  TransformerConfig c;
-  read_common(r, kArch, c);
-  c.n_heads = r.required<int64_t>("n_heads");
-  c.n_kv_heads = r.optional<int64_t>("n_kv_heads", c.n_kv_heads);
-  c.head_dim = r.optional<int64_t>("head_dim", c.head_dim);
-  c.norm_eps = r.optional<double>("norm_eps", c.norm_eps);
-  c.init = r.choice("init", c.init, kInitNames);
-  c.rope_theta = r.optional<double>("rope_theta", c.rope_theta);
-  c.window = r.optional<int64_t>("window", c.window);
-  c.ffn_mult = r.optional<double>("ffn_mult", c.ffn_mult);
-  c.ffn_hidden = r.optional<int64_t>("ffn_hidden", c.ffn_hidden);
+  ConfigReader r(text, "Transformer config");
+  TransformerConfig c = read_config<TransformerConfig>(r, kOwnKeys);
+  r.require("n_heads");  // no default
   r.finish();
 
-  r.check(c.n_heads >= 1, "n_heads", "must be >= 1, got " + std::to_string(c.n_heads));
+  r.at_least("n_heads", c.n_heads, 1);
   r.check(c.n_kv_heads >= 0, "n_kv_heads", "must be >= 0 (0 = n_heads), got " + std::to_string(c.n_kv_heads));
   if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
   r.check(c.n_heads % c.n_kv_heads == 0, "n_kv_heads",
@@ -81,19 +77,7 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
   return c;
 }
 
-std::string TransformerConfig::to_json_text() const {
-  nlohmann::json j = write_common(kArch, *this);
-  j.update({{"n_heads", n_heads},
-            {"n_kv_heads", n_kv_heads},
-            {"head_dim", head_dim},
-            {"norm_eps", norm_eps},
-            {"init", to_string(init)},
-            {"rope_theta", rope_theta},
-            {"window", window},
-            {"ffn_mult", ffn_mult},
-            {"ffn_hidden", ffn_hidden}});
-  return j.dump(2);
-}
+std::string TransformerConfig::to_json_text() const { return write_config(*this, kOwnKeys); }
 
 namespace {
 
@@ -231,17 +215,14 @@ at::Tensor TransformerBlockImpl::decode(const at::Tensor& x, LayerDecodeState& c
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
-TransformerModel::TransformerModel(const TransformerConfig& config)
-    : TransformerModel(TransformerConfig::from_json_text(config.to_json_text()), Validated{}) {}
-
-TransformerModel::TransformerModel(const TransformerConfig& config, Validated)
-    : LanguageModel(TransformerConfig::kArch, config), config_(config) {
-  for (int64_t i = 0; i < config.n_layers; ++i) add_block(TransformerBlock(config).ptr());
-  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(config.d_model, config.norm_eps)));
+TransformerModel::TransformerModel(const TransformerConfig& config) : ZooModel(config) {
+  const TransformerConfig& c = this->config();  // validated
+  for (int64_t i = 0; i < c.n_layers; ++i) add_block(TransformerBlock(c).ptr());
+  set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, c.norm_eps)));
   // "llama": HF Llama's _init_weights, every Linear weight and the embedding
   // N(0, initializer_range^2) with initializer_range 0.02; norms stay 1. The
   // head is drawn last, so tying changes no other initial value.
-  const bool llama = config.init == TransformerInit::Llama;
+  const bool llama = c.init == TransformerInit::Llama;
   constexpr double kStd = 0.02;
   if (llama) {
     torch::NoGradGuard no_grad;
@@ -250,17 +231,13 @@ TransformerModel::TransformerModel(const TransformerConfig& config, Validated)
       if (auto* linear = m->as<torch::nn::LinearImpl>()) torch::nn::init::normal_(linear->weight, 0.0, kStd);
   }
   add_head([&] {
-    torch::nn::Linear head = make_linear(config.d_model, config.vocab_size, false);
+    torch::nn::Linear head = make_linear(c.d_model, c.vocab_size, false);
     if (llama) {
       torch::NoGradGuard no_grad;
       torch::nn::init::normal_(head->weight, 0.0, kStd);
     }
     return head;
   });
-}
-
-TransformerBlock TransformerModel::block(int64_t i) const {
-  return std::dynamic_pointer_cast<TransformerBlockImpl>(blocks().at(i));
 }
 
 static ModelRegistration registration(

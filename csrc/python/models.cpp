@@ -17,6 +17,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "models/layers.h"
 #include "models/online_toeplitz.h"
 #include "models/registry.h"
 #include "python/bindings.h"
@@ -218,6 +219,15 @@ void bind_models(py::module& m) {
   // What tmm.nn's drop-in layers take from the C++ models (docs/interop.md).
   m.def("_resolve_config", &tmm::models::resolve_config, py::arg("config_json"),
         "The validated config with every key spelled out (JSON text); errors name the key");
+  m.def(
+      "_norm_eps",
+      [] {
+        using namespace tmm::models;
+        return std::map<std::string, double>{{to_string(NormKind::RMSNorm), kRMSNormEps},
+                                             {to_string(NormKind::LayerNorm), kLayerNormEps},
+                                             {Mamba2Config::kArch, mamba2::kNormEps}};
+      },
+      "The norms' epsilons: make_norm's RMSNorm and LayerNorm, and every norm of mamba2");
   m.def(
       "_initial_values",
       [](const std::string& config_json, const std::string& part) {

@@ -7,12 +7,13 @@ norm, lm_head -> head). HF options tmm does not compute are refused, naming
 the key."""
 import math
 
+from .. import _C
 from ._errors import unsupported
 
 ARCHITECTURE = "Mamba2ForCausalLM"
 MODEL_TYPE = "mamba2"
 DEFAULT_MAX_LEN = 2048  # HF's Mamba2 has no length limit; tmm's config needs one (from_pretrained(max_len=...))
-NORM_EPS = 1e-5  # tmm's Mamba2 RMSNorms (block, gated, final)
+NORM_EPS = _C._norm_eps()["mamba2"]  # tmm's Mamba2 RMSNorms (block, gated, final)
 
 _BLOCK = ["norm.weight", "mixer.in_proj.weight", "mixer.conv1d.weight", "mixer.conv1d.bias", "mixer.dt_bias",
           "mixer.A_log", "mixer.D", "mixer.norm.weight", "mixer.out_proj.weight"]

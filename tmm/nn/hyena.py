@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from .. import _C
 from ._cpp import load_initial_values, resolve
-from .layers import positive
+from .layers import check_sequence, positive
 
 # The safari names of the zoo's Hyena keys, for errors that name the argument.
 ARGUMENTS = {"filter_sin_freq": "w", "max_len": "l_max"}
@@ -136,9 +136,7 @@ class HyenaOperator(nn.Module):
         load_initial_values(self, self._config, "mixer")
 
     def forward(self, x):
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
-            got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"HyenaOperator: expected x of shape B x L x {self.d_model}, got {got}")
+        check_sequence("HyenaOperator", x, self.d_model)
         if x.shape[1] > self.l_max:
             raise ValueError(f"HyenaOperator: sequence length {x.shape[1]} exceeds l_max = {self.l_max}")
         if x.shape[1] == 0:

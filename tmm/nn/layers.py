@@ -4,6 +4,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import _C
+
+# The C++ norms' epsilons ("rmsnorm" and "layernorm" of make_norm, "mamba2" of
+# every Mamba2 norm), defined there once.
+NORM_EPS = _C._norm_eps()
 ACTIVATIONS = {"silu": F.silu, "gelu": F.gelu, "relu": F.relu}
 
 
@@ -12,6 +17,13 @@ def choice(owner, name, value, allowed):
     if value not in allowed:
         raise ValueError(f"{owner}: {name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
     return value
+
+
+def check_sequence(owner, x, d_model, name="x"):
+    """Raises a ValueError naming `name` unless x is a B x L x d_model tensor."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != d_model:
+        got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{owner}: expected {name} of shape B x L x {d_model}, got {got}")
 
 
 def positive(owner, **values):
@@ -25,7 +37,7 @@ class RMSNorm(nn.Module):
     """y = x / rms(x) * weight over the last dimension, computed in float32
     at least (tmm::models::RMSNorm)."""
 
-    def __init__(self, dim, eps=1e-6, device=None, dtype=None):
+    def __init__(self, dim, eps=NORM_EPS["rmsnorm"], device=None, dtype=None):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
@@ -45,7 +57,7 @@ class RMSNorm(nn.Module):
 
 
 def make_norm(kind, dim, device=None, dtype=None):
-    """LayerNorm (with bias, eps 1e-5) or RMSNorm (eps 1e-6), as the C++ make_norm."""
+    """LayerNorm (with bias) or RMSNorm, with the C++ make_norm's eps (NORM_EPS)."""
     if kind == "rmsnorm":
         return RMSNorm(dim, device=device, dtype=dtype)
-    return nn.LayerNorm(dim, device=device, dtype=dtype)
+    return nn.LayerNorm(dim, eps=NORM_EPS["layernorm"], device=device, dtype=dtype)

@@ -2,9 +2,9 @@
 constructor arguments, defined by the C++ Mamba2Mixer (csrc/models/mamba2.cpp):
 its configuration is the C++ config reader's, its initial values the C++
 init's, its decoding the C++ decoder's. Forward: in_proj -> [z, xBC, dt],
-causal depthwise conv + SiLU, the chunked SSD scan, + D x, gated RMSNorm,
-out_proj, the conv, scan and norm being the C++ definitions as ops
-(torch.ops.tmm.mamba2_*)."""
+causal depthwise conv + SiLU, the scan (dt and A from their parameters, the
+chunked SSD, + D x), gated RMSNorm, out_proj, the conv, scan and norm being
+the C++ definitions as ops (torch.ops.tmm.mamba2_*)."""
 import json
 
 import torch
@@ -13,14 +13,13 @@ from torch.nn import functional as F
 
 from .. import _C
 from ._cpp import initial_values, load_initial_values, resolve
-
-NORM_EPS = 1e-5  # mamba_ssm's RMSNormGated eps (the C++ kNormEps: a constant of the forward, not of the config)
+from .layers import NORM_EPS, check_sequence
 
 
 class GatedRMSNorm(nn.Module):
     """RMSNorm of y * silu(z) in ``groups`` groups, times ``weight``."""
 
-    def __init__(self, dim, groups, eps=NORM_EPS, device=None, dtype=None):
+    def __init__(self, dim, groups, eps=NORM_EPS["mamba2"], device=None, dtype=None):
         super().__init__()
         self.groups, self.eps = groups, eps
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
@@ -80,36 +79,15 @@ class Mamba2Mixer(nn.Module):
         Mamba2Mixer of this configuration, freshly built."""
         load_initial_values(self, self._config, "mixer")
 
-    def _scan_inputs(self, xbc, dt_raw, input_dtype):
-        bsz, L = dt_raw.shape[:2]
-        ct = torch.promote_types(input_dtype, torch.float32)
-        x, Bm, Cm = xbc
-        return (ct, x.to(ct).reshape(bsz, L, self.nheads, self.headdim),
-                Bm.to(ct).reshape(bsz, L, self.ngroups, self.d_state),
-                Cm.to(ct).reshape(bsz, L, self.ngroups, self.d_state),
-                F.softplus(dt_raw.to(ct) + self.dt_bias.to(ct)), -torch.exp(self.A_log.to(ct)))
-
-    def _split(self, u):
-        di, GN = self.d_inner, self.ngroups * self.d_state
-        return self.in_proj(u).split([di, di + 2 * GN, self.nheads], -1)  # z, xBC, dt
-
-    def _finish(self, y, x, z, ct, u):
-        bsz, L = u.shape[:2]
-        y = y + x * self.D.to(ct).unsqueeze(-1)
-        return self.out_proj(self.norm(y.reshape(bsz, L, self.d_inner), z.to(ct)).to(u.dtype))
-
-    def _check_input(self, u):
-        if not isinstance(u, torch.Tensor) or u.dim() != 3 or u.shape[-1] != self.d_model:
-            got = f"shape {tuple(u.shape)}" if isinstance(u, torch.Tensor) else type(u).__name__
-            raise ValueError(f"Mamba2Mixer: expected u of shape B x L x {self.d_model}, got {got}")
-
     def forward(self, u):
-        self._check_input(u)
-        z, xBC, dt = self._split(u)
+        check_sequence("Mamba2Mixer", u, self.d_model, "u")
+        di, GN = self.d_inner, self.ngroups * self.d_state
+        z, xBC, dt = self.in_proj(u).split([di, di + 2 * GN, self.nheads], -1)
         xBC = F.silu(torch.ops.tmm.mamba2_causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias))
-        GN = self.ngroups * self.d_state
-        ct, x, Bm, Cm, dt, A = self._scan_inputs(xBC.split([self.d_inner, GN, GN], -1), dt, u.dtype)
-        return self._finish(torch.ops.tmm.mamba2_ssd_chunked(x, dt, A, Bm, Cm, self.chunk_size), x, z, ct, u)
+        x, Bm, Cm = xBC.split([di, GN, GN], -1)
+        y = torch.ops.tmm.mamba2_ssd_scan(x, dt, self.dt_bias, self.A_log, Bm, Cm, self.D, self.ngroups,
+                                          self.chunk_size)  # in at least float32, as the norm after it
+        return self.out_proj(self.norm(y, z.to(y.dtype)).to(u.dtype))
 
     @torch.no_grad()
     def start_decoding(self, batch, capacity=None):
@@ -127,7 +105,7 @@ class Mamba2Mixer(nn.Module):
         """u: B x T x d at the next positions: any T at position 0 (the
         prompt), then one token at a time (the C++ decoder's rule). Returns
         B x T x d, as forward() on everything fed so far gives them."""
-        self._check_input(u)
+        check_sequence("Mamba2Mixer", u, self.d_model, "u")
         try:
             return state.decoder.forward(u)
         except RuntimeError as e:

@@ -8,6 +8,7 @@ from torch.nn import functional as F
 
 from .. import _C
 from ._cpp import initial_values, load_initial_values, resolve
+from .layers import check_sequence
 
 VARIANTS = ("toeplitz", "expanded", "frozen", "masked")
 
@@ -93,13 +94,8 @@ class ToeplitzMixer(nn.Module):
             return causal_matrix_mix(x, weight, bias)
         return torch.ops.tmm.causal_toeplitz(x, weight, bias)
 
-    def _check_input(self, x, what="x"):
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.d_model:
-            got = f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"ToeplitzMixer: expected {what} of shape B x L x {self.d_model}, got {got}")
-
     def forward(self, x):  # B x L x d -> B x L x d
-        self._check_input(x)
+        check_sequence("ToeplitzMixer", x, self.d_model)
         if x.shape[1] > self.max_len:
             raise ValueError(f"ToeplitzMixer: sequence length {x.shape[1]} exceeds max_len = {self.max_len}")
         h = self.in_proj(x) if self.heads else x
@@ -127,7 +123,7 @@ class ToeplitzMixer(nn.Module):
         (the prompt, or one token at a time); one token costs O(t d).
         Inference, as the C++ decoder: no gradients flow through a step and
         the expanded mixer's dropout is off."""
-        self._check_input(x)
+        check_sequence("ToeplitzMixer", x, self.d_model)
         h = self.in_proj(x) if self.heads else x
         try:
             h = state.stages[0].forward(h)

@@ -44,6 +44,7 @@
 
 #include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
+#include "tmm/models/zoo_model.h"
 
 namespace tmm::models {
 
@@ -161,20 +162,11 @@ TORCH_MODULE(HyenaBlock);
 // blocks.<i>.mixer.filter.{mlp.<j>.weight, mlp.<j>.bias (j < 3), freq, D},
 // blocks.<i>.{ffn_in, ffn_out}.{weight, bias}, final_norm.{weight, bias}
 // (with "final_norm"), head.weight (absent when tied).
-class HyenaModel : public LanguageModel {
+class HyenaModel : public ZooModel<HyenaConfig, HyenaBlock> {
  public:
-  // `config` is validated as from_json_text validates it (errors name the key).
   explicit HyenaModel(const HyenaConfig& config);
-  std::string config_json() const override { return config_.to_json_text(); }
-  const HyenaConfig& config() const { return config_; }
-  HyenaBlock block(int64_t i) const;
   // Fast, Cached and Distilled; Auto as long_conv_decode_method.
   DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
-
- private:
-  struct Validated {};
-  HyenaModel(const HyenaConfig& config, Validated);
-  HyenaConfig config_;
 };
 
 }  // namespace tmm::models

@@ -41,6 +41,7 @@
 
 #include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
+#include "tmm/models/zoo_model.h"
 
 namespace tmm::models {
 
@@ -67,6 +68,10 @@ struct Mamba2Config : CommonConfig {
 
 namespace mamba2 {
 
+// mamba_ssm's RMSNorm and RMSNormGated eps: every norm of the model (a
+// constant of the forward, not a config key; tmm._C._norm_eps()["mamba2"]).
+inline constexpr double kNormEps = 1e-5;
+
 // The chunked SSD scan (no D term, zero initial state).
 //   x:  batch x L x H x P      dt: batch x L x H (already positive)
 //   A:  H (negative)           B, C: batch x L x G x N, H % G == 0
@@ -79,6 +84,17 @@ namespace mamba2 {
 // L = 0), what a recurrence continuing after the sequence starts from.
 at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
                        const at::Tensor& C, int64_t chunk_size, at::Tensor* final_state = nullptr);
+
+// The mixer's scan, from the conv's output and in_proj's raw dt, computed in
+// at least float32 (float64 stays float64), per head h of group g = h / (H/G):
+//   dt = softplus(dt_raw + dt_bias),  A = -exp(A_log)
+//   y = ssd_chunked(x, dt, A, B, C) + D x
+//   x: batch x L x H*P   dt_raw: batch x L x H   dt_bias, A_log, D: H
+//   B, C: batch x L x G*N with G = ngroups
+// Returns y: batch x L x H*P in that dtype; final_state as ssd_chunked's.
+at::Tensor ssd_scan(const at::Tensor& x, const at::Tensor& dt_raw, const at::Tensor& dt_bias, const at::Tensor& A_log,
+                    const at::Tensor& B, const at::Tensor& C, const at::Tensor& D, int64_t ngroups, int64_t chunk_size,
+                    at::Tensor* final_state = nullptr);
 
 // Causal depthwise convolution along the sequence.
 //   x: batch x L x C, weight: C x 1 x K (torch Conv1d layout), bias: C
@@ -162,18 +178,9 @@ class Mamba2BlockImpl : public LanguageModelBlock {
 };
 TORCH_MODULE(Mamba2Block);
 
-class Mamba2Model : public LanguageModel {
+class Mamba2Model : public ZooModel<Mamba2Config, Mamba2Block> {
  public:
-  // `config` is validated as from_json_text validates it (errors name the key).
   explicit Mamba2Model(const Mamba2Config& config);
-  std::string config_json() const override { return config_.to_json_text(); }
-  const Mamba2Config& config() const { return config_; }
-  Mamba2Block block(int64_t i) const;
-
- private:
-  struct Validated {};
-  Mamba2Model(const Mamba2Config& config, Validated);
-  Mamba2Config config_;
 };
 
 }  // namespace tmm::models

@@ -22,6 +22,7 @@
 
 #include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
+#include "tmm/models/zoo_model.h"
 
 namespace tmm::models {
 
@@ -113,20 +114,11 @@ TORCH_MODULE(TMMBlock);
 // blocks.<i>.mixer.{weight, bias} (plus weight2, bias2 when "expanded";
 // in_proj, out_proj with heads; buffers weight and bias when "frozen"),
 // final_norm.{weight, bias} (with "final_norm"), head.weight (absent when tied).
-class TMMModel : public LanguageModel {
+class TMMModel : public ZooModel<TMMConfig, TMMBlock> {
  public:
-  // `config` is validated as from_json_text validates it (errors name the key).
   explicit TMMModel(const TMMConfig& config);
-  std::string config_json() const override { return config_.to_json_text(); }
-  const TMMConfig& config() const { return config_; }
-  TMMBlock block(int64_t i) const;
   // Fast, Cached and Distilled ("masked": Cached only); Auto as long_conv_decode_method.
   DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
-
- private:
-  struct Validated {};
-  TMMModel(const TMMConfig& config, Validated);
-  TMMConfig config_;
 };
 
 }  // namespace tmm::models

@@ -56,6 +56,7 @@
 
 #include "tmm/models/config.h"
 #include "tmm/models/language_model.h"
+#include "tmm/models/zoo_model.h"
 
 namespace tmm::models {
 
@@ -156,18 +157,9 @@ class TransformerBlockImpl : public LanguageModelBlock {
 };
 TORCH_MODULE(TransformerBlock);
 
-class TransformerModel : public LanguageModel {
+class TransformerModel : public ZooModel<TransformerConfig, TransformerBlock> {
  public:
-  // `config` is validated as from_json_text validates it (errors name the key).
   explicit TransformerModel(const TransformerConfig& config);
-  std::string config_json() const override { return config_.to_json_text(); }
-  const TransformerConfig& config() const { return config_; }
-  TransformerBlock block(int64_t i) const;
-
- private:
-  struct Validated {};
-  TransformerModel(const TransformerConfig& config, Validated);
-  TransformerConfig config_;
 };
 
 }  // namespace tmm::models
