@@ -274,6 +274,9 @@ def test_mixer_inputs_name_what_each_layer_passes():
     # the default: the factory's own attribute (tmm's mixers say what they take), else nothing but d_model
     assert SequenceModel(ToeplitzMixer, 11, 8, 2, 16).mixer_inputs == ("max_len", "n_layers", "device", "dtype")
     assert SequenceModel(tmm.nn.HyenaOperator, 11, 8, 1, 16).mixer_inputs == ("l_max", "n_layers", "device", "dtype")
+    mamba = SequenceModel(tmm.nn.Mamba2Mixer, 11, 32, 2, 16)  # mamba_ssm's LM passes layer_idx, not the length
+    assert mamba.mixer_inputs == ("layer_idx", "n_layers", "device", "dtype")
+    assert [b.mixer.layer_idx for b in mamba.blocks] == [0, 1]
     assert SequenceModel("torch.nn.Identity", 11, 8, 1, 16).mixer_inputs == ()
     attributed = type("Attributed", (ThirdPartyMixer,), {"mixer_inputs": ("l_max", "layer_idx")})
     assert SequenceModel(attributed, 11, 8, 2, 16).blocks[1].mixer.layer_idx == 1

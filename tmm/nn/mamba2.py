@@ -38,6 +38,9 @@ class Mamba2Mixer(nn.Module):
     mamba_ssm's LM does. Decoding: :meth:`start_decoding`, :meth:`step`.
     """
 
+    # What SequenceModel passes it per layer (tmm.nn.sequence_model.MIXER_INPUTS), as mamba_ssm's LM does.
+    mixer_inputs = ("layer_idx", "n_layers", "device", "dtype")
+
     def __init__(self, d_model, d_state=None, d_conv=None, expand=None, headdim=None, ngroups=None, chunk_size=None,
                  n_layers=1, mlp=False, layer_idx=None, device=None, dtype=None):
         super().__init__()
