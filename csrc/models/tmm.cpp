@@ -207,6 +207,8 @@ std::unique_ptr<LayerDecodeState> TMMBlockImpl::start_decoding(int64_t batch, in
   return mixer_->start_decoding(batch, capacity, method == DecodeMethod::Fast);
 }
 
+std::vector<LongKernel> TMMBlockImpl::long_kernels() { return mixer_->long_kernels(); }
+
 std::unique_ptr<LayerDecodeState> TMMBlockImpl::start_distilled_decoding(int64_t batch, int64_t capacity,
                                                                           const Distillation& d,
                                                                           const std::string& prefix) {

@@ -138,13 +138,9 @@ TORCH_MODULE(HyenaOperator);
 class HyenaBlockImpl : public LanguageModelBlock {
  public:
   explicit HyenaBlockImpl(const HyenaConfig& c);
-  at::Tensor forward(const at::Tensor& x) override;
-  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
-  // "mixer.filter": the filter over max_len positions.
-  std::vector<LongKernel> long_kernels() override;
-  std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d,
-                                                             const std::string& prefix) override;
+  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;
+  // long_kernels: "mixer.filter", the filter over max_len positions.
+  TMM_LONG_KERNEL_BLOCK_OVERRIDES;
 
   torch::nn::LayerNorm mixer_norm{nullptr}, ffn_norm{nullptr};
   HyenaOperator mixer{nullptr};

@@ -165,10 +165,7 @@ TORCH_MODULE(Mamba2GatedMLP);
 class Mamba2BlockImpl : public LanguageModelBlock {
  public:
   explicit Mamba2BlockImpl(const Mamba2Config& config);
-  at::Tensor forward(const at::Tensor& x) override;
-  // Method Cached: a Mamba2MixerDecodeState.
-  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
+  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;  // decoding: method Cached, a Mamba2MixerDecodeState
 
   Mamba2Config config;
   torch::nn::AnyModule norm;  // RMSNorm(d)

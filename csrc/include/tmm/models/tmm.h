@@ -92,12 +92,8 @@ TORCH_MODULE(ToeplitzMixer);
 class TMMBlockImpl : public LanguageModelBlock {
  public:
   explicit TMMBlockImpl(const TMMConfig& c);
-  at::Tensor forward(const at::Tensor& x) override;
-  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
-  std::vector<LongKernel> long_kernels() override { return mixer_->long_kernels(); }
-  std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d,
-                                                             const std::string& prefix) override;
+  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;
+  TMM_LONG_KERNEL_BLOCK_OVERRIDES;  // long_kernels: the mixer's
   ToeplitzMixer mixer() const { return mixer_; }
 
  private:

@@ -143,10 +143,7 @@ TORCH_MODULE(SwiGLU);
 class TransformerBlockImpl : public LanguageModelBlock {
  public:
   explicit TransformerBlockImpl(const TransformerConfig& c);
-  at::Tensor forward(const at::Tensor& x) override;
-  // Method Cached: a TransformerKVCache.
-  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
-  at::Tensor decode(const at::Tensor& x, LayerDecodeState& cache, int64_t position) override;
+  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;  // decoding: method Cached, a TransformerKVCache
 
   std::shared_ptr<RMSNormImpl> attn_norm, mlp_norm;
   TransformerAttention attn{nullptr};
