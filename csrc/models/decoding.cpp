@@ -4,11 +4,14 @@
 // implements prefill and step.
 #include "tmm/models/decoding.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "tmm/models/language_model.h"
+#include "models/online_toeplitz.h"
 
 namespace tmm::models {
 namespace {
@@ -78,10 +81,13 @@ std::string to_string(DecodeMethod method) {
   return "?";
 }
 
-DecodeMethod LanguageModel::resolve_decode_method(DecodeMethod requested, int64_t /*capacity*/) const {
+DecodeMethod LanguageModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
+  const bool long_convolutions = std::any_of(blocks_.begin(), blocks_.end(),
+                                             [](const auto& block) { return block->has_long_kernels(); });
+  if (long_convolutions) return long_conv_decode_method(requested, capacity);
   TORCH_CHECK(requested != DecodeMethod::Fast && requested != DecodeMethod::Distilled, "decode method \"",
-              to_string(requested), "\" is for the long-convolution models (tmm, hyena); ", arch(),
-              " has auto, recompute and cached");
+              to_string(requested), "\" is for the long-convolution models (tmm's Toeplitz mixers, hyena); this ",
+              arch(), " model has none: auto, recompute and cached");
   return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
 }
 

@@ -303,6 +303,8 @@ std::unique_ptr<LayerDecodeState> HyenaBlockImpl::start_decoding(int64_t batch, 
   return mixer->start_decoding(batch, capacity, method == DecodeMethod::Fast);
 }
 
+bool HyenaBlockImpl::has_long_kernels() const { return true; }
+
 std::vector<LongKernel> HyenaBlockImpl::long_kernels() {
   LongKernel k = mixer->long_kernel(max_len_);
   k.name = "mixer." + k.name;
@@ -320,8 +322,9 @@ at::Tensor HyenaBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, 
   return h + ffn_out->forward(at::gelu(ffn_in->forward(ffn_norm->forward(h))));
 }
 
-HyenaModel::HyenaModel(const HyenaConfig& config) : ZooModel(config) {
-  const HyenaConfig& c = this->config();  // validated
+template <>
+void HyenaModel::build() {
+  const HyenaConfig& c = config();  // validated
   for (int64_t i = 0; i < c.n_layers; ++i) add_block(HyenaBlock(c).ptr());
   if (c.final_norm)
     set_final_norm("final_norm",
@@ -340,10 +343,6 @@ HyenaModel::HyenaModel(const HyenaConfig& config) : ZooModel(config) {
     }
     return head;
   });
-}
-
-DecodeMethod HyenaModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
-  return long_conv_decode_method(requested, capacity);
 }
 
 // Parts "filter", "mixer" and "block": tmm.nn's HyenaFilter, HyenaOperator

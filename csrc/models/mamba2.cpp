@@ -393,8 +393,9 @@ at::Tensor Mamba2BlockImpl::decode(const at::Tensor& x, LayerDecodeState& state,
   return h;
 }
 
-Mamba2Model::Mamba2Model(const Mamba2Config& config) : ZooModel(config) {
-  const Mamba2Config& c = this->config();  // validated
+template <>
+void Mamba2Model::build() {
+  const Mamba2Config& c = config();  // validated
   {
     torch::NoGradGuard no_grad;
     embedding()->weight.normal_(0.0, 0.02);

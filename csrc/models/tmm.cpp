@@ -207,6 +207,8 @@ std::unique_ptr<LayerDecodeState> TMMBlockImpl::start_decoding(int64_t batch, in
   return mixer_->start_decoding(batch, capacity, method == DecodeMethod::Fast);
 }
 
+bool TMMBlockImpl::has_long_kernels() const { return c_.mixer != TMMMixerKind::Masked; }
+
 std::vector<LongKernel> TMMBlockImpl::long_kernels() { return mixer_->long_kernels(); }
 
 std::unique_ptr<LayerDecodeState> TMMBlockImpl::start_distilled_decoding(int64_t batch, int64_t capacity,
@@ -230,8 +232,9 @@ at::Tensor TMMBlockImpl::decode(const at::Tensor& x, LayerDecodeState& state, in
   return h + ffn(h);
 }
 
-TMMModel::TMMModel(const TMMConfig& config) : ZooModel(config) {
-  const TMMConfig& c = this->config();  // validated
+template <>
+void TMMModel::build() {
+  const TMMConfig& c = config();  // validated
   for (int64_t i = 0; i < c.n_layers; ++i) add_block(TMMBlock(c).ptr());
   if (c.final_norm) set_final_norm("final_norm", make_norm(c.norm, c.d_model));
   add_head([&] { return make_linear(c.d_model, c.vocab_size, false); });
@@ -239,15 +242,6 @@ TMMModel::TMMModel(const TMMConfig& config) : ZooModel(config) {
     torch::NoGradGuard no_grad;
     torch::nn::init::kaiming_normal_(embedding()->weight, 0.0, torch::kFanIn, torch::kReLU);
   }
-}
-
-DecodeMethod TMMModel::resolve_decode_method(DecodeMethod requested, int64_t capacity) const {
-  if (config().mixer == TMMMixerKind::Masked) {
-    TORCH_CHECK(requested != DecodeMethod::Fast && requested != DecodeMethod::Distilled, "decode method \"",
-                to_string(requested), "\" needs a Toeplitz mixer; mixer \"masked\" has auto, recompute and cached");
-    return requested == DecodeMethod::Auto ? DecodeMethod::Cached : requested;
-  }
-  return long_conv_decode_method(requested, capacity);
 }
 
 // Parts "mixer" and "block": tmm.nn's ToeplitzMixer and MixerBlock take their initial values from them.

@@ -215,8 +215,9 @@ at::Tensor TransformerBlockImpl::decode(const at::Tensor& x, LayerDecodeState& c
   return h + mlp->forward(mlp_norm->forward(h));
 }
 
-TransformerModel::TransformerModel(const TransformerConfig& config) : ZooModel(config) {
-  const TransformerConfig& c = this->config();  // validated
+template <>
+void TransformerModel::build() {
+  const TransformerConfig& c = config();  // validated
   for (int64_t i = 0; i < c.n_layers; ++i) add_block(TransformerBlock(c).ptr());
   set_final_norm("norm", torch::nn::AnyModule(RMSNorm(c.d_model, c.norm_eps)));
   // "llama": HF Llama's _init_weights, every Linear weight and the embedding

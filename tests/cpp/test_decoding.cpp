@@ -206,7 +206,7 @@ TEST_CASE("decode: clear errors", "[decoding]") {
   auto fresh = model->start_decoding(2, 6);
   CHECK_THROWS_WITH(model->decode(*fresh, ids), Contains("call eval() first"));
   auto masked = tmm::models::build_model(tmm_config(R"(, "mixer": "masked")"));
-  CHECK_THROWS_WITH(masked->start_decoding(1, 8, DecodeMethod::Fast), Contains("needs a Toeplitz mixer"));
+  CHECK_THROWS_WITH(masked->start_decoding(1, 8, DecodeMethod::Fast), Contains("long-convolution models (tmm's Toeplitz mixers"));
   CHECK_THROWS_WITH(tmm::models::parse_decode_method("quick"), Contains("got \"quick\""));
 }
 

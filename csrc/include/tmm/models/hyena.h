@@ -158,11 +158,7 @@ TORCH_MODULE(HyenaBlock);
 // blocks.<i>.mixer.filter.{mlp.<j>.weight, mlp.<j>.bias (j < 3), freq, D},
 // blocks.<i>.{ffn_in, ffn_out}.{weight, bias}, final_norm.{weight, bias}
 // (with "final_norm"), head.weight (absent when tied).
-class HyenaModel : public ZooModel<HyenaConfig, HyenaBlock> {
- public:
-  explicit HyenaModel(const HyenaConfig& config);
-  // Fast, Cached and Distilled; Auto as long_conv_decode_method.
-  DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
-};
+using HyenaModel = ZooModel<HyenaConfig, HyenaBlock>;
+template <> void HyenaModel::build();  // in its .cpp
 
 }  // namespace tmm::models

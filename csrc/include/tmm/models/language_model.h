@@ -75,6 +75,9 @@ class LanguageModelBlock : public torch::nn::Module {
   // prefill, any T) or T == 1 (a step); `state` is the one this block made.
   // Eval mode only (no dropout).
   virtual at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) = 0;
+  // Whether the block has long convolutions (TMM's Toeplitz mixers, Hyena's
+  // filters), decoded by methods Fast and Distilled; none by default.
+  virtual bool has_long_kernels() const { return false; }
   // The block's long convolution kernels (names relative to the block); none by default.
   virtual std::vector<LongKernel> long_kernels() { return {}; }
   // A state for method Distilled, the block's kernels taken from `d` under
@@ -93,6 +96,7 @@ class LanguageModelBlock : public torch::nn::Module {
   std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override; \
   at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override
 #define TMM_LONG_KERNEL_BLOCK_OVERRIDES                                                                          \
+  bool has_long_kernels() const override;                                                                      \
   std::vector<LongKernel> long_kernels() override;                                                             \
   std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d, \
                                                              const std::string& prefix) override
@@ -134,7 +138,9 @@ class LanguageModel : public torch::nn::Module {
   // their logits, B x T x V. Runs without autograd.
   at::Tensor decode(DecodeState& state, const at::Tensor& input_ids);
   // The method Auto resolves to for this model and capacity; an error for a
-  // method the model does not have. By default: Cached (Recompute on request).
+  // method the model does not have. With long convolutions (a block's
+  // has_long_kernels): Fast from a capacity of 1024 on, Cached below, every
+  // method on request; without: Cached (Recompute on request).
   virtual DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const;
 
   // Its long convolution kernels (TMM's Toeplitz vectors, Hyena's filters at

@@ -175,9 +175,7 @@ class Mamba2BlockImpl : public LanguageModelBlock {
 };
 TORCH_MODULE(Mamba2Block);
 
-class Mamba2Model : public ZooModel<Mamba2Config, Mamba2Block> {
- public:
-  explicit Mamba2Model(const Mamba2Config& config);
-};
+using Mamba2Model = ZooModel<Mamba2Config, Mamba2Block>;
+template <> void Mamba2Model::build();  // in its .cpp
 
 }  // namespace tmm::models

@@ -93,7 +93,7 @@ class TMMBlockImpl : public LanguageModelBlock {
  public:
   explicit TMMBlockImpl(const TMMConfig& c);
   TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;
-  TMM_LONG_KERNEL_BLOCK_OVERRIDES;  // long_kernels: the mixer's
+  TMM_LONG_KERNEL_BLOCK_OVERRIDES;  // the mixer's (none for "masked")
   ToeplitzMixer mixer() const { return mixer_; }
 
  private:
@@ -110,11 +110,7 @@ TORCH_MODULE(TMMBlock);
 // blocks.<i>.mixer.{weight, bias} (plus weight2, bias2 when "expanded";
 // in_proj, out_proj with heads; buffers weight and bias when "frozen"),
 // final_norm.{weight, bias} (with "final_norm"), head.weight (absent when tied).
-class TMMModel : public ZooModel<TMMConfig, TMMBlock> {
- public:
-  explicit TMMModel(const TMMConfig& config);
-  // Fast, Cached and Distilled ("masked": Cached only); Auto as long_conv_decode_method.
-  DecodeMethod resolve_decode_method(DecodeMethod requested, int64_t capacity) const override;
-};
+using TMMModel = ZooModel<TMMConfig, TMMBlock>;
+template <> void TMMModel::build();  // in its .cpp
 
 }  // namespace tmm::models

@@ -154,9 +154,7 @@ class TransformerBlockImpl : public LanguageModelBlock {
 };
 TORCH_MODULE(TransformerBlock);
 
-class TransformerModel : public ZooModel<TransformerConfig, TransformerBlock> {
- public:
-  explicit TransformerModel(const TransformerConfig& config);
-};
+using TransformerModel = ZooModel<TransformerConfig, TransformerBlock>;
+template <> void TransformerModel::build();  // in its .cpp
 
 }  // namespace tmm::models

@@ -1,8 +1,8 @@
-// What each model of the zoo adds to LanguageModel in the same way: its
-// validated config (config(), config_json()) and its blocks as their own
-// type (block(i)). A model derives from ZooModel<ItsConfig, ItsBlock> and
-// keeps only what is its own: the build (its constructor) and, where it has
-// more than the default, resolve_decode_method.
+// A model of the zoo: LanguageModel with its validated config (config(),
+// config_json()) and its blocks as their own type (block(i)). Each model is
+// one instantiation, named in its header (using TMMModel =
+// ZooModel<TMMConfig, TMMBlock>), and keeps only what is its own: build(),
+// specialised in its .cpp (blocks, final norm, head of the validated config).
 #pragma once
 
 #include <cstdint>
@@ -22,15 +22,16 @@ class ZooModel : public LanguageModel {
   std::string config_json() const override { return config_.to_json_text(); }
   const Config& config() const { return config_; }
   Block block(int64_t i) const { return std::dynamic_pointer_cast<typename Block::ContainedType>(blocks().at(i)); }
-
- protected:
   // `config` is validated as from_json_text validates it (errors name the
-  // key) before anything is built: the model's constructor reads config().
-  explicit ZooModel(const Config& config) : ZooModel(Config::from_json_text(config.to_json_text()), Validated{}) {}
+  // key) before anything is built: build() reads config().
+  explicit ZooModel(const Config& config) : ZooModel(Config::from_json_text(config.to_json_text()), Validated{}) {
+    build();
+  }
 
  private:
   struct Validated {};
   ZooModel(Config validated, Validated) : LanguageModel(Config::kArch, validated), config_(std::move(validated)) {}
+  void build();  // the model's own parts, specialised per model
   Config config_;
 };
 
