@@ -12,9 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -54,19 +52,6 @@ std::vector<std::pair<std::string, at::Tensor>> named_tensors(const LanguageMode
   for (const auto& item : model.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
   for (const auto& item : model.named_buffers(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
   return out;
-}
-
-std::string read_text_file(const std::string& path) {
-  struct stat st {};
-  TORCH_CHECK(::stat(path.c_str(), &st) == 0, "checkpoint: '", path, "' ",
-              errno == ENOENT ? "does not exist" : std::strerror(errno));
-  TORCH_CHECK(S_ISREG(st.st_mode), "checkpoint: '", path, "' is not a regular file");
-  std::ifstream f(path, std::ios::binary);
-  TORCH_CHECK(f, "checkpoint: cannot open '", path, "': ", std::strerror(errno));
-  std::ostringstream s;
-  s << f.rdbuf();
-  TORCH_CHECK(!f.bad(), "checkpoint: cannot read '", path, "'");
-  return s.str();
 }
 
 // The dtypes a checkpoint tensor may have for a model tensor: the same kind
@@ -114,7 +99,7 @@ std::shared_ptr<LanguageModel> load_checkpoint(const std::string& dir) {
   TORCH_CHECK(io::is_directory(dir), "load_checkpoint: '", dir, "' is not a directory");
 
   std::shared_ptr<LanguageModel> model;
-  const std::string config_text = read_text_file(config_path);
+  const std::string config_text = io::read_text_file(config_path, "checkpoint");
   try {
     model = build_model(with_former_defaults(config_text));
   } catch (const c10::Error& e) {

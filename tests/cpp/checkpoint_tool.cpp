@@ -22,8 +22,8 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -64,15 +64,6 @@ at::Tensor read_input_ids(const std::string& path) {
   return it->second;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  TORCH_CHECK(f, "cannot open '", path, "': ", std::strerror(errno));
-  std::ostringstream s;
-  s << f.rdbuf();
-  TORCH_CHECK(!f.bad(), "cannot read '", path, "'");
-  return s.str();
-}
-
 int cmd_logits(const std::string& ckpt, const std::string& ids_path, const std::string& out_path) {
   auto model = tmm::models::load_checkpoint(ckpt);
   const at::Tensor ids = read_input_ids(ids_path);
@@ -84,7 +75,9 @@ int cmd_logits(const std::string& ckpt, const std::string& ids_path, const std::
 }
 
 int cmd_init(const std::string& config_path, int64_t seed, const std::string& out_dir) {
-  const std::string text = read_text_file(config_path);
+  std::ifstream f(config_path, std::ios::binary);
+  TORCH_CHECK(f, "cannot open '", config_path, "': ", std::strerror(errno));
+  const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
   at::manual_seed(static_cast<uint64_t>(seed));
   std::shared_ptr<tmm::models::LanguageModel> model;
   try {

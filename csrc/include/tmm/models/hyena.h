@@ -66,10 +66,7 @@ struct HyenaConfig : CommonConfig {
   bool final_norm = false;       // a LayerNorm before the head (safari's ln_f)
   HyenaInit init = HyenaInit::Torch;
 
-  // Validates every key ("arch" must be "hyena"); errors name the key.
-  static HyenaConfig from_json_text(const std::string& json);
-  // Every key spelled out, including "arch".
-  std::string to_json_text() const;
+  TMM_CONFIG_JSON_TEXT(HyenaConfig);
 };
 
 // The implicit long filter of one operator, and its skip term D.

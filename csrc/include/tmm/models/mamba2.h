@@ -60,10 +60,7 @@ struct Mamba2Config : CommonConfig {
   int64_t d_inner() const { return expand * d_model; }
   int64_t nheads() const { return d_inner() / headdim; }
 
-  // Validates every key ("arch" must be "mamba2"); errors name the key.
-  static Mamba2Config from_json_text(const std::string& json);
-  // Every key spelled out, including "arch".
-  std::string to_json_text() const;
+  TMM_CONFIG_JSON_TEXT(Mamba2Config);
 };
 
 namespace mamba2 {

@@ -59,10 +59,7 @@ struct TMMConfig : CommonConfig {
   bool final_norm = false;  // an extension: a norm of kind `norm` before the head ("final_norm")
   TMMInit init = TMMInit::Kaiming;
 
-  // Validates every key ("arch" must be "tmm"); errors name the key.
-  static TMMConfig from_json_text(const std::string& json);
-  // Every key spelled out, including "arch".
-  std::string to_json_text() const;
+  TMM_CONFIG_JSON_TEXT(TMMConfig);
 };
 
 // The token mixer: B x L x d -> B x L x d, causal along L.

@@ -79,11 +79,8 @@ struct TransformerConfig : CommonConfig {
   double ffn_mult = 4.0;
   int64_t ffn_hidden = 0;   // resolved by from_json_text: always > 0 afterwards
 
-  // Validates every key ("arch" must be "transformer"; errors name the key)
-  // and resolves n_kv_heads, head_dim and ffn_hidden.
-  static TransformerConfig from_json_text(const std::string& json);
-  // Every key spelled out, including "arch".
-  std::string to_json_text() const;
+  // from_json_text also resolves n_kv_heads, head_dim and ffn_hidden.
+  TMM_CONFIG_JSON_TEXT(TransformerConfig);
 };
 
 // Llama's SwiGLU width: round_up(floor(2/3 * ffn_mult * d_model), 8).
