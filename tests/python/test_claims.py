@@ -125,6 +125,15 @@ def test_the_timed_plan_gives_hours_per_claim_adding_up_to_the_total(tmp_path):
     assert set(rows) == {"copy", "mqar", "total"}
     assert float(rows["total"]) == pytest.approx(float(rows["copy"]) + float(rows["mqar"]), abs=0.011)
     assert not (tmp_path / "d").exists()
+    # the hours column from given seconds (the small plan's timed hours round to 0.00)
+    from tmm.experiments.claims.suite import Suite
+    from tmm.experiments.claims.scales import scale
+    dry = Suite(tmp_path / "d", scale("small", "cpu"), dry_run=True, say=lambda m: None)
+    for name in ("copy", "mqar"):
+        claims.CLAIMS[name].run(dry)
+    table = claims.estimate.plan_table(dry.plan, {"copy": 3600.0, "mqar": 1800.0})
+    hours = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in table.splitlines()[2:]}
+    assert hours == {"copy": "1.00", "mqar": "0.50", "total": "1.50"}
 
 
 @pytest.mark.parametrize("kwargs, needle", [
