@@ -57,6 +57,24 @@ def test_peak_memory_block_counts_what_it_allocated_and_resets():
     assert small.increase_mib < 50, small.increase_mib
 
 
+def test_peak_memory_block_counts_memory_an_earlier_block_freed():
+    # A previous model's training leaves freed heap pages resident; the next
+    # block reuses them. Without returning them to the OS first, 200 MiB
+    # allocated in the block read as about 2 MiB.
+    def megabytes(k):
+        return [torch.ones(2 ** 18) for _ in range(k)]  # k tensors of 1 MiB, heap-sized
+
+    torch.ones(2 ** 22)  # 16 MiB freed from mmap: glibc's threshold rises, 1 MiB tensors go on the heap
+    freed = megabytes(200)
+    keeper = torch.ones(1000)  # above them on the heap, so their pages are not trimmed on free
+    del freed
+    with memory.PeakMemory("cpu") as mem:
+        again = megabytes(200)
+        del again
+    assert mem.increase_mib is not None and mem.increase_mib >= 150, mem.increase_mib
+    del keeper
+
+
 def test_peak_memory_block_on_a_device_it_cannot_measure_gives_none():
     with memory.PeakMemory("meta") as mem:
         torch.ones(10, device="meta")

@@ -20,10 +20,13 @@ block of work (PeakMemory, around a whole training run).
 
 PeakMemory (a context manager) reports, after its block, the peak and the
 peak above the memory in use when the block began: on CUDA the caching
-allocator's, on a Linux CPU the resident set's (as RssProbe, without the
-malloc_trim, so it counts parameters, optimiser state, activations and
-caches the block allocated, not the interpreter and libraries loaded
-before). Elsewhere, or where the reset is refused, its numbers are None.
+allocator's, on a Linux CPU the resident set's (as RssProbe: it counts
+parameters, optimiser state, activations and caches the block allocated,
+not the interpreter and libraries loaded before). The malloc_trim matters
+most here: without it, heap pages freed by an earlier block (the previous
+model's training) stay resident, the next block reuses them, and its
+increase reads as zero. Elsewhere, or where the reset is refused, its
+numbers are None.
 
     with PeakMemory(device) as mem:
         train(...)
@@ -40,7 +43,7 @@ import torch
 
 from .timing import synchronize
 
-__all__ = ["status_kib", "reset_peak_rss", "RssProbe", "peak_alloc_bytes", "PeakMemory"]
+__all__ = ["status_kib", "reset_peak_rss", "release_freed_heap", "RssProbe", "peak_alloc_bytes", "PeakMemory"]
 
 _MIB = 2 ** 20
 
@@ -64,16 +67,29 @@ def reset_peak_rss() -> None:
         f.write("5")
 
 
+def _malloc_trim():
+    """glibc's malloc_trim, or None (another C library)."""
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    return trim
+
+
+def release_freed_heap() -> None:
+    """Collect Python's garbage and return the freed heap pages of every
+    malloc arena to the OS, so that the resident set holds only live memory."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 class RssProbe:
     """Peak resident-set growth of this process over one call (Linux/glibc)."""
 
     def __init__(self) -> None:
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            self._trim = libc.malloc_trim
-            self._trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):
-            self._trim = None
         try:
             reset_peak_rss()
             status_kib("VmHWM")
@@ -84,9 +100,7 @@ class RssProbe:
     def measure(self, fn: Callable[[], Any]) -> Optional[int]:
         if not self.ok:
             return None
-        gc.collect()
-        if self._trim is not None:
-            self._trim(0)
+        release_freed_heap()
         before = status_kib("VmRSS")
         reset_peak_rss()
         out = fn()
@@ -146,6 +160,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._base = torch.cuda.memory_allocated(self.device)
         elif self.device.type == "cpu":
+            release_freed_heap()
             try:
                 reset_peak_rss()
                 self._base = status_kib("VmRSS") * 1024
