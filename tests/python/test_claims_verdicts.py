@@ -7,7 +7,8 @@ import json
 import pytest
 
 import tmm.models
-from tmm.experiments.claims import ablation_claim, copy_claim, copy_width, lm_claim, mqar_claim, retention_claim
+from tmm.experiments.claims import (ablation_claim, copy_claim, copy_width, lm_claim, lr_grid, mqar_claim,
+                                    retention_claim)
 from tmm.experiments.claims import operator_index_claim as oi_claim
 from tmm.experiments.claims.operator_index_claim import Source
 from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
@@ -235,17 +236,43 @@ def test_lm_best_lr_skips_diverged_runs():
 
 
 def test_lm_sweep_grows_past_an_edge_until_the_best_is_inside():
-    assert lm_claim.LR_STEP == 3.0 and lm_claim.MAX_EXTENSIONS == 3
+    assert lr_grid.LR_STEP == 3.0 and lr_grid.MAX_EXTENSIONS == 3
     none = {"low": 0, "high": 0}
+
+    def extension(runs, extended=none):
+        return lr_grid.past_edge(runs, lm_claim.best_lr(runs), extended)
+
     inside = {1e-3: sweep_run(2.0), 3e-3: sweep_run(1.5), 1e-2: sweep_run(1.7)}
-    assert lm_claim.extension(inside, none) is None
+    assert extension(inside) is None
     top = {1e-3: sweep_run(2.0), 3e-3: sweep_run(1.5), 1e-2: sweep_run(1.4)}
-    assert lm_claim.extension(top, none) == 3e-2
-    assert lm_claim.extension({**top, 1e-2: sweep_run(1.4, "diverged")}, none) is None  # 3e-3 is inside
+    assert extension(top) == 3e-2
+    assert extension({**top, 1e-2: sweep_run(1.4, "diverged")}) is None  # 3e-3 is inside
     bottom = {1e-3: sweep_run(1.0), 3e-3: sweep_run(1.5)}
-    assert lm_claim.extension(bottom, none) == pytest.approx(3.33e-4)
-    assert lm_claim.extension(bottom, {"low": 3, "high": 0}) is None  # grown 3 times on that side: stop
-    assert lm_claim.extension({1e-3: None}, none) is None  # nothing finished: nothing to extend from
+    assert extension(bottom) == pytest.approx(3.33e-4)
+    assert extension(bottom, {"low": 3, "high": 0}) is None  # grown 3 times on that side: stop
+    assert extension({1e-3: None}) is None  # nothing finished: nothing to extend from
+
+
+def test_a_sweep_grows_until_its_best_is_inside_or_it_has_grown_three_times():
+    trained = []
+
+    def train(loss_at):
+        def run(lr):
+            trained.append(lr)
+            return sweep_run(loss_at(lr))
+        return run
+
+    runs = {1e-3: sweep_run(2.0), 3e-3: sweep_run(1.5)}  # best at the top: 9e-3, then 2.7e-2 brackets it
+    lr_grid.grow(runs, lm_claim.best_lr, train(lambda lr: {9e-3: 1.2}.get(lr, 1.9)))
+    assert trained == [9e-3, 2.7e-2] and lm_claim.best_lr(runs) == 9e-3
+    trained.clear()
+    runs = {1e-3: sweep_run(2.0), 3e-3: sweep_run(1.5)}  # better and better: stops after three
+    lr_grid.grow(runs, lm_claim.best_lr, train(lambda lr: 1.0 - lr))
+    assert trained == [9e-3, 2.7e-2, 8.1e-2]
+    trained.clear()
+    one = {3e-3: sweep_run(1.5)}  # one lr is no sweep: nothing grows
+    lr_grid.grow(one, lm_claim.best_lr, train(lambda lr: 1.0))
+    assert trained == [] and list(one) == [3e-3]
 
 
 def test_a_job_is_read_with_the_current_flops_estimate(tmp_path):
@@ -296,15 +323,24 @@ def test_mqar_missing_runs():
 
 
 def test_mqar_each_model_counts_at_its_best_lr():
-    def job(**acc_status):
-        return {k: ModelResult(k, 1, st, acc, 1.0, None, []) for k, (acc, st) in acc_status.items()}
-    sweep = {1e-3: job(tmm=(0.3, "done"), transformer=(0.95, "done")),
-             3e-3: job(tmm=(0.6, "done"), transformer=(0.99, "diverged")),
-             1e-2: None}  # a job that did not run
-    assert mqar_claim.best_over_lrs(sweep) == {"tmm": (0.6, 3e-3), "transformer": (0.95, 1e-3)}
-    tie = {1e-3: job(tmm=(0.5, "done")), 3e-3: job(tmm=(0.5, "done"))}
-    assert mqar_claim.best_over_lrs(tie) == {"tmm": (0.5, 1e-3)}  # the first lr of the sweep keeps a tie
-    assert mqar_claim.best_over_lrs({1e-3: job(tmm=(None, "done"))}) == {}
+    def acc(a, status="done"):
+        return ModelResult("tmm", 1, status, a, 1.0, None, [])
+    assert mqar_claim.best_run({1e-3: acc(0.3), 3e-3: acc(0.6), 1e-2: None}) == (0.6, 3e-3)  # None: did not run
+    assert mqar_claim.best_run({1e-3: acc(0.95), 3e-3: acc(0.99, "diverged")}) == (0.95, 1e-3)
+    assert mqar_claim.best_run({3e-3: acc(0.5), 1e-3: acc(0.5)}) == (0.5, 1e-3)  # a tie: the lowest lr
+    assert mqar_claim.best_run({1e-3: acc(None)}) is None
+
+
+def test_mqar_grid_grows_only_while_the_best_could_gain_more_than_the_margin():
+    def acc(a):
+        return ModelResult("tmm", 1, "done", a, 1.0, None, [])
+    assert mqar_claim.MARGIN == 0.05
+    top = {3e-4: acc(0.2), 1e-3: acc(0.25), 3e-3: acc(0.45)}
+    assert mqar_claim.lr_to_grow_from(top) == 3e-3
+    assert lr_grid.past_edge(top, mqar_claim.lr_to_grow_from(top), {"low": 0, "high": 0}) == 9e-3
+    assert mqar_claim.lr_to_grow_from({**top, 3e-3: acc(0.95 - EPS)}) == 3e-3
+    assert mqar_claim.lr_to_grow_from({**top, 3e-3: acc(0.95)}) is None  # 1.0 is within the margin of it
+    assert mqar_claim.lr_to_grow_from({1e-3: None}) is None
 
 
 def test_mqar_task_is_zoologys():

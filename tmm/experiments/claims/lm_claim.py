@@ -3,9 +3,8 @@ models matched by parameter count, each at its own best learning rate.
 
 A sweep (seed 0, every learning rate of the scale) picks each model's
 learning rate (lowest final eval loss; a diverged run never wins). Where a
-model's best is at an edge of its grid, the grid grows past that edge by
-the factor of ``LR_STEP`` (that model alone, at most ``MAX_EXTENSIONS``
-times per side) until the best is inside it, so the optimum is bracketed
+model's best is at an edge of its grid, the grid grows past that edge
+(:mod:`.lr_grid`) until the best is inside it, so the optimum is bracketed
 (or the table says it is not). The longer run then trains each model at
 its rate for every seed of the scale. Eval loss is also reported in bits
 per byte, so that models compare whatever the tokenizer.
@@ -37,6 +36,7 @@ from tmm import train_checkpoints
 from tmm.tables import markdown_table
 
 from ..formatting import fmt_num
+from . import lr_grid
 from .models import lm_models
 from .report import UNTESTED, ClaimResult, Verdict, all_of, mean_range, pooled_table, plot_curves
 from .results import over_seeds, value_at
@@ -58,31 +58,12 @@ def task_options(s) -> dict:
     return opts
 
 
-LR_STEP = 3.0  # the sweep's grid grows past an edge by this factor ...
-MAX_EXTENSIONS = 3  # ... at most this many times per side and model
-
-
 def best_lr(runs: dict) -> Optional[float]:
     """The learning rate of the lowest final eval loss among ``runs`` (lr -> ModelResult or None); None when
     every run diverged or none finished an evaluation."""
     ok = {lr: r.final_eval_loss for lr, r in runs.items()
           if r is not None and r.status != "diverged" and r.final_eval_loss is not None}
     return min(ok, key=ok.get) if ok else None
-
-
-def extension(runs: dict, extended: dict) -> Optional[float]:
-    """The next learning rate to try for one model (lr -> ModelResult), or None
-    when its best is inside its grid (or nothing finished, or the side it
-    would grow has grown ``MAX_EXTENSIONS`` times: ``extended`` counts per side, "low" / "high")."""
-    best = best_lr(runs)
-    if best is None:
-        return None
-    grid = sorted(runs)
-    if best == grid[0] and extended["low"] < MAX_EXTENSIONS:
-        return float(f"{grid[0] / LR_STEP:.3g}")
-    if best == grid[-1] and extended["high"] < MAX_EXTENSIONS:
-        return float(f"{grid[-1] * LR_STEP:.3g}")
-    return None
 
 
 def long_run_checkpoint(suite, label: str, seed: int = 0):
@@ -101,12 +82,9 @@ def run(suite) -> ClaimResult:
              for lr in s.lm_lrs}
     grids = {spec.label: {lr: (sweep[lr] or {}).get(spec.label) for lr in s.lm_lrs} for spec in specs}
     for spec in specs:  # grow each model's grid past an edge where its best lies
-        runs, extended = grids[spec.label], {"low": 0, "high": 0}
-        while (lr := extension(runs, extended)) is not None:
-            extended["low" if lr < min(runs) else "high"] += 1
-            job = suite.compare(f"lm/sweep/{spec.label}/lr{lr:g}", [spec], steps=s.lm_sweep_steps, seed=0, lr=lr,
-                                **common)
-            runs[lr] = (job or {}).get(spec.label)
+        lr_grid.grow(grids[spec.label], best_lr, lambda lr, spec=spec: (suite.compare(
+            f"lm/sweep/{spec.label}/lr{lr:g}", [spec], steps=s.lm_sweep_steps, seed=0, lr=lr, **common) or {}
+        ).get(spec.label))
     chosen = {label: lr for label, lr in ((label, best_lr(runs)) for label, runs in grids.items())
               if lr is not None}
     middle = s.lm_lrs[len(s.lm_lrs) // 2]
@@ -138,7 +116,7 @@ def run(suite) -> ClaimResult:
         inside = "-" if best is None else ("yes" if min(runs) < best < max(runs) else "no (at an edge)")
         sweep_rows.append([spec.label, *cells, best if best is not None else "-", inside])
     c.tables.append((f"Sweep: final eval bits per byte after {s.lm_sweep_steps} steps (seed 0; each model's grid "
-                     f"grown past an edge where its best lay, at most {MAX_EXTENSIONS} times per side; '-': not "
+                     f"grown past an edge where its best lay, at most {lr_grid.MAX_EXTENSIONS} times per side; '-': not "
                      f"in that model's grid):", markdown_table(sweep_head, sweep_rows, left=len(sweep_head))))
     pooled = {}
     for label, jobs in long_jobs.items():

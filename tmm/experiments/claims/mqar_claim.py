@@ -13,11 +13,13 @@ held-out sequences (1,024 at ``default``); every architecture at d =
 ``mqar_d`` with ``mqar_layers`` layers, seed 0. A learning-rate sweep per
 architecture: on the first setting (key-value pairs, sequence) every model
 trains at every lr of ``mqar_lrs`` and its accuracy is its best over them,
-as Zoology reports; the harder settings train each model at its best lr
-from the first (Zoology sweeps every setting; on this CPU that would
-triple the claim's cost), on as many tokens per model as the first
-(``mqar_steps`` x 64 / sequence steps): each harder size costs about one
-run of the first.
+as Zoology reports. Where a model's best lies at an edge of its grid, its
+grid grows past that edge (:mod:`.lr_grid`), unless its best is already
+1 - ``MARGIN`` or more (no rate could then gain it more than the margin).
+The harder settings train each model at its best lr from the first
+(Zoology sweeps every setting; on this CPU that would triple the claim's
+cost), on as many tokens per model as the first (``mqar_steps`` x 64 /
+sequence steps): each harder size costs about one run of the first.
 Hyena runs twice: as the authors' HyenaModel (the zoo's default) and with
 safari's associative-recall filter settings (``hyena-ar``).
 
@@ -39,10 +41,12 @@ a Hyena did not run (unless TMM already fails against the other).
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from tmm.tables import markdown_table
 
 from ..formatting import fmt_num
+from . import lr_grid
 from .models import ModelSpec, copy_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, plot_curves
 from .results import Pooled
@@ -72,17 +76,25 @@ def task_options(s, setting) -> dict:
     return {"num_kv_pairs": k, "seq_len": seq_len, "vocab": s.mqar_vocab, "random_non_queries": False}
 
 
-def best_over_lrs(sweep: dict) -> dict:
-    """label -> (best final accuracy, its lr) over ``sweep`` (lr -> JobResult
-    or None); a diverged run, or one without a final accuracy, never wins."""
-    best = {}
-    for lr, job in sweep.items():
-        for label, r in (job or {}).items():
-            if r.status == "diverged" or r.final_acc is None:
-                continue
-            if label not in best or r.final_acc > best[label][0]:
-                best[label] = (r.final_acc, lr)
+def best_run(runs: dict) -> Optional[tuple]:
+    """(best final accuracy, its lr) over one model's ``runs`` (lr -> ModelResult,
+    or None where it did not run); None without one. A diverged run, or one
+    without a final accuracy, never wins; of equal accuracies the lowest lr."""
+    best = None
+    for lr in sorted(runs):
+        r = runs[lr]
+        if r is None or r.status == "diverged" or r.final_acc is None:
+            continue
+        if best is None or r.final_acc > best[0]:
+            best = (r.final_acc, lr)
     return best
+
+
+def lr_to_grow_from(runs: dict) -> Optional[float]:
+    """The lr of the best of ``runs``, for :func:`lr_grid.grow`; None (grow no
+    further) where there is none, or where it is 1 - ``MARGIN`` or more."""
+    best = best_run(runs)
+    return None if best is None or best[0] >= 1 - MARGIN else best[1]
 
 
 def steps_at(s, setting) -> int:
@@ -91,29 +103,32 @@ def steps_at(s, setting) -> int:
     return max(1, s.mqar_steps * s.mqar_settings[0][1] // setting[1])
 
 
-def _job(suite, setting, lr, specs):
+def _job(suite, name, setting, lr, specs):
     s = suite.scale
-    return suite.compare(f"mqar/kv{setting[0]}-len{setting[1]}/lr{lr:g}", specs, task="mqar",
+    return suite.compare(f"mqar/kv{setting[0]}-len{setting[1]}/{name}", specs, task="mqar",
                          task_options=task_options(s, setting), steps=steps_at(s, setting), seed=0, lr=lr,
                          batch_size=s.mqar_batch_size, eval_batches=s.mqar_eval_batches)
 
 
-def chosen_lrs(best: dict, specs, lrs) -> dict:
-    """label -> the lr of its best accuracy at the first setting (the middle of the sweep without one)."""
-    return {spec.label: best[spec.label][1] if spec.label in best else lrs[len(lrs) // 2] for spec in specs}
+def _run(suite, setting, lr, spec):
+    """One model alone at one lr (a grown sweep's point, a harder setting): its result, None where it did not run."""
+    return (_job(suite, f"{spec.label}/lr{lr:g}", setting, lr, [spec]) or {}).get(spec.label)
 
 
 def run(suite) -> ClaimResult:
     s = suite.scale
     specs = models(s)
     first = s.mqar_settings[0]
-    # the sweep: every model at every lr on the first setting ...
-    sweeps = {first: {lr: _job(suite, first, lr, specs) for lr in s.mqar_lrs}}
-    chosen = chosen_lrs(best_over_lrs(sweeps[first]), specs, s.mqar_lrs)
-    # ... then the harder settings at each model's chosen lr (one job per lr, holding the models that chose it)
+    # the sweep: every model at every lr of the scale on the first setting (one job per lr) ...
+    jobs = {lr: _job(suite, f"lr{lr:g}", first, lr, specs) for lr in s.mqar_lrs}
+    grids = {first: {m.label: {lr: (jobs[lr] or {}).get(m.label) for lr in s.mqar_lrs} for m in specs}}
+    for m in specs:  # ... grown past an edge where a model's best lies
+        lr_grid.grow(grids[first][m.label], lr_to_grow_from, lambda lr, m=m: _run(suite, first, lr, m))
+    middle = s.mqar_lrs[len(s.mqar_lrs) // 2]
+    chosen = {m.label: (best_run(grids[first][m.label]) or (None, middle))[1] for m in specs}
+    # ... then the harder settings, each model alone at its chosen lr
     for setting in s.mqar_settings[1:]:
-        sweeps[setting] = {lr: _job(suite, setting, lr, [m for m in specs if chosen[m.label] == lr])
-                           for lr in s.mqar_lrs if any(chosen[m.label] == lr for m in specs)}
+        grids[setting] = {m.label: {chosen[m.label]: _run(suite, setting, chosen[m.label], m)} for m in specs}
     c = ClaimResult(NAME, TITLE, STATEMENT, setup=(
         f"The project's own associative-recall test (Zoology's MQAR; the paper makes no MQAR claim): vocabulary "
         f"{s.mqar_vocab} (keys from its lower half, values from its upper half), no random fillers, accuracy on "
@@ -124,19 +139,20 @@ def run(suite) -> ClaimResult:
         f"{s.mqar_steps:,} steps of batch {s.mqar_batch_size} on the first setting and the same tokens per model "
         f"on the others ({', '.join(f'{steps_at(s, x):,}' for x in s.mqar_settings[1:]) or '-'} steps), "
         f"seed 0; the first setting at every lr of "
-        f"{', '.join(f'{x:g}' for x in s.mqar_lrs)} for every model (each model's best counts), the others at "
-        "each model's best lr there. "
+        f"{', '.join(f'{x:g}' for x in s.mqar_lrs)} for every model (each model's best counts; its grid grown past an edge where "
+        f"its best lay below {1 - MARGIN:g}), the others at each model's best lr there. "
         f"Chance {1 / (s.mqar_vocab - s.mqar_vocab // 2):.4f}."))
     if suite.dry_run:
         return c
-    best = {}
-    for setting, sweep in sweeps.items():
-        best[setting] = best_over_lrs(sweep)
-        c.tables.append((f"MQAR, {setting[0]} pairs, sequence {setting[1]}: final accuracy by lr, and the best:",
-                         sweep_table(specs, sweep, best[setting], s.mqar_lrs)))
+    best = {setting: {label: b for label, runs in by_model.items() if (b := best_run(runs)) is not None}
+            for setting, by_model in grids.items()}
+    for setting, by_model in grids.items():
+        c.tables.append((f"MQAR, {setting[0]} pairs, sequence {setting[1]}: final accuracy by lr ('-': not in "
+                         f"that model's grid), and the best{'' if setting != first else bracket_note()}:",
+                         sweep_table(specs, by_model, best[setting], bracketed=setting == first)))
     c.verdicts.append(verdict({k: v[0] for k, v in best[first].items()}, first))
     path = "mqar/mqar_accuracy.png"
-    groups = {f"{k} pairs, sequence {n} (each model at its best lr)": at_best_lr(sweeps[(k, n)], best[(k, n)])
+    groups = {f"{k} pairs, sequence {n} (each model at its best lr)": at_best_lr(grids[(k, n)], best[(k, n)])
               for k, n in s.mqar_settings}
     if plot_curves(suite.root / path, groups, "eval_acc", "eval accuracy (value positions)",
                    chance=1 / (s.mqar_vocab - s.mqar_vocab // 2), x_keys=(("step", "training steps"),)):
@@ -144,28 +160,35 @@ def run(suite) -> ClaimResult:
     return c
 
 
-def sweep_table(specs, sweep, best, lrs) -> str:
-    head = ["model", "params", *(f"lr {lr:g}" for lr in lrs), "best", "best lr"]
+def bracket_note() -> str:
+    return (f" (each model's grid grown past an edge where its best lay, at most {lr_grid.MAX_EXTENSIONS} times per "
+            f"side, while its best was below {1 - MARGIN:g})")
+
+
+def sweep_table(specs, by_model, best, bracketed=False) -> str:
+    """One row per model of ``by_model`` (label -> lr -> ModelResult or None); ``best``: label -> (acc, lr)."""
+    lrs = sorted({lr for runs in by_model.values() for lr in runs})
+    head = ["model", "params", *(f"lr {lr:g}" for lr in lrs), "best", "best lr"] + (["bracketed"] if bracketed else [])
     rows = []
     for spec in specs:
-        cells, params = [], "-"
+        runs, cells, params = by_model.get(spec.label, {}), [], "-"
         for lr in lrs:
-            r = (sweep.get(lr) or {}).get(spec.label)
+            r = runs.get(lr)
             if r is not None:
                 params = f"{r.params:,}"
             cells.append("-" if r is None else "diverged" if r.status == "diverged" else fmt_num(r.final_acc))
         acc, lr = best.get(spec.label, (None, None))
-        rows.append([spec.label, params, *cells, fmt_num(acc), "-" if lr is None else f"{lr:g}"])
+        row = [spec.label, params, *cells, fmt_num(acc), "-" if lr is None else f"{lr:g}"]
+        if bracketed:
+            row.append("-" if lr is None else "yes" if min(runs) < lr < max(runs)
+                       else f"no (best {fmt_num(acc)} >= {1 - MARGIN:g})" if acc >= 1 - MARGIN else "no (at an edge)")
+        rows.append(row)
     return markdown_table(head, rows, left=len(head))
 
 
-def at_best_lr(sweep, best) -> dict:
+def at_best_lr(by_model, best) -> dict:
     """label -> a Pooled of the one run at the label's best lr (for the plot)."""
-    out = {}
-    for label, (_, lr) in best.items():
-        r = sweep[lr][label]
-        out[label] = Pooled(label, r.params, [r])
-    return out
+    return {label: Pooled(label, by_model[label][lr].params, [by_model[label][lr]]) for label, (_, lr) in best.items()}
 
 
 def verdict(best: dict, setting) -> Verdict:
