@@ -59,6 +59,8 @@ STATEMENT = ("none on MQAR. The nearest claim, TMM better than Hyena on retrieva
 SEPARATES = 0.9  # the Transformer's best accuracy at which the setting separates
 MARGIN = 0.05  # "better": by more than this
 HYENAS = ("hyena", "hyena-ar")  # the authors' Hyena and safari's associative-recall settings
+BRACKETING = (f"each model's grid grown past an edge where its best lay, at most {lr_grid.MAX_EXTENSIONS} times per "
+              f"side, while its best was below {1 - MARGIN:g}")
 
 
 SMALLEST_MLP = (("ffn_mult", 1),)  # the nearest the zoo's blocks come to Zoology's MLP-free ones
@@ -139,8 +141,8 @@ def run(suite) -> ClaimResult:
         f"{s.mqar_steps:,} steps of batch {s.mqar_batch_size} on the first setting and the same tokens per model "
         f"on the others ({', '.join(f'{steps_at(s, x):,}' for x in s.mqar_settings[1:]) or '-'} steps), "
         f"seed 0; the first setting at every lr of "
-        f"{', '.join(f'{x:g}' for x in s.mqar_lrs)} for every model (each model's best counts; its grid grown past an edge where "
-        f"its best lay below {1 - MARGIN:g}), the others at each model's best lr there. "
+        f"{', '.join(f'{x:g}' for x in s.mqar_lrs)} for every model (each model's best counts; {BRACKETING}), "
+        "the others at each model's best lr there. "
         f"Chance {1 / (s.mqar_vocab - s.mqar_vocab // 2):.4f}."))
     if suite.dry_run:
         return c
@@ -148,7 +150,7 @@ def run(suite) -> ClaimResult:
             for setting, by_model in grids.items()}
     for setting, by_model in grids.items():
         c.tables.append((f"MQAR, {setting[0]} pairs, sequence {setting[1]}: final accuracy by lr ('-': not in "
-                         f"that model's grid), and the best{'' if setting != first else bracket_note()}:",
+                         f"that model's grid), and the best{f' ({BRACKETING})' if setting == first else ''}:",
                          sweep_table(specs, by_model, best[setting], bracketed=setting == first)))
     c.verdicts.append(verdict({k: v[0] for k, v in best[first].items()}, first))
     path = "mqar/mqar_accuracy.png"
@@ -158,11 +160,6 @@ def run(suite) -> ClaimResult:
                    chance=1 / (s.mqar_vocab - s.mqar_vocab // 2), x_keys=(("step", "training steps"),)):
         c.plots.append(path)
     return c
-
-
-def bracket_note() -> str:
-    return (f" (each model's grid grown past an edge where its best lay, at most {lr_grid.MAX_EXTENSIONS} times per "
-            f"side, while its best was below {1 - MARGIN:g})")
 
 
 def sweep_table(specs, by_model, best, bracketed=False) -> str:
