@@ -13,7 +13,7 @@ from ...tables import markdown_table
 from ..formatting import fmt_int
 
 __all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "all_of", "mean_range", "steps_cell",
-           "pooled_table", "focus_limits", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
+           "pooled_table", "focus_limits", "spans_log_x", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
 
 CONSISTENT = "consistent"
 NOT_CONSISTENT = "not consistent"
@@ -111,6 +111,15 @@ def focus_limits(curves, share=0.5, headroom=0.5) -> Optional[tuple]:
     return bottom, top
 
 
+def spans_log_x(ends, ratio=20.0) -> bool:
+    """Should a panel's x axis be logarithmic? Yes where the curves end
+    more than ``ratio`` apart (the width pair's FLOPs: a 9,760-parameter
+    TMM beside a 441,728-parameter Hyena), where a linear axis would draw
+    the smaller one as a vertical line at 0."""
+    ends = [e for e in ends if e and e > 0]
+    return len(ends) > 1 and max(ends) > ratio * min(ends)
+
+
 def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Optional[float] = None,
                 x_keys=(("step", "training steps"), ("tokens", "training tokens"),
                         ("flops_est", "estimated training FLOPs")), log_y=False, focus=False) -> bool:
@@ -131,11 +140,12 @@ def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Op
     for row, (title, pooled) in zip(axes, groups.items()):
         limits = focus_limits(_mean_curve(p.runs, "step", y_key)[1] for p in pooled.values()) if focus else None
         for ax, (x_key, xlabel) in zip(row, x_keys):
-            clipped = []
+            clipped, ends = [], []
             for p in pooled.values():
                 xs, mean, lo, hi = _mean_curve(p.runs, x_key, y_key)
                 if not xs:
                     continue
+                ends.append(xs[-1])
                 line, = ax.plot(xs, mean, marker=".", markersize=3, label=p.label)
                 if len(p.runs) > 1:
                     ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
@@ -155,6 +165,9 @@ def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Op
                 ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance")
             if log_y:
                 ax.set_yscale("log")
+            if spans_log_x(ends):  # the first evaluation, at x = 0, drops out of a log axis
+                ax.set_xscale("log")
+                xlabel += " (log)"
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
             ax.set_title(title, fontsize=9)
