@@ -1,6 +1,7 @@
 """The claims suite (tmm.experiments.claims): the smoke scale end to end,
 resume and skip, the plan and settings errors (each verdict rule on results
 made up for the test: test_claims_verdicts.py)."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,8 @@ from tmm.experiments import claims, operator_index
 from tmm.experiments.claims import ClaimsSettings, run_claims
 from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
 from tmm.experiments.claims import suite as suite_mod
-from tmm.experiments.claims.suite import DONE_FILE
+from tmm.experiments.claims.scales import scale
+from tmm.experiments.claims.suite import DONE_FILE, Suite
 from tmm.experiments.errors import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,14 +128,33 @@ def test_the_timed_plan_gives_hours_per_claim_adding_up_to_the_total(tmp_path):
     assert float(rows["total"]) == pytest.approx(float(rows["copy"]) + float(rows["mqar"]), abs=0.011)
     assert not (tmp_path / "d").exists()
     # the hours column from given seconds (the small plan's timed hours round to 0.00)
-    from tmm.experiments.claims.suite import Suite
-    from tmm.experiments.claims.scales import scale
     dry = Suite(tmp_path / "d", scale("small", "cpu"), dry_run=True, say=lambda m: None)
     for name in ("copy", "mqar"):
         claims.CLAIMS[name].run(dry)
     table = claims.estimate.plan_table(dry.plan, {"copy": 3600.0, "mqar": 1800.0})
     hours = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in table.splitlines()[2:]}
     assert hours == {"copy": "1.00", "mqar": "0.50", "total": "1.50"}
+
+
+def test_any_machine_leaves_out_what_reads_checkpoints(tmp_path):
+    """--any-machine plans no job a later claim reads the checkpoints of (the first copy length's and the LM's
+    long runs at seed 0) and runs no claim that reads checkpoints."""
+    two_seeds = dataclasses.replace(scale("small", "cpu"), seeds=(0, 1), lm_seeds=(0, 1))
+
+    def planned(any_machine):
+        dry = Suite(tmp_path / "d", two_seeds, dry_run=True, say=lambda m: None, any_machine=any_machine)
+        for name in ("copy", "lm"):
+            claims.CLAIMS[name].run(dry)
+        return {job.path for job in dry.plan}
+
+    everything, portable = planned(False), planned(True)
+    assert everything - portable == {"copy/n16/seed0", "lm/long/tmm/seed0", "lm/long/transformer/seed0",
+                                     "lm/long/hyena/seed0", "lm/long/mamba2/seed0", "lm/long/tmm+final-norm/seed0"}
+    assert {"copy/n16/seed1", "lm/long/tmm/seed1", "lm/sweep/lr0.001"} <= portable
+    said = []
+    run_claims(ClaimsSettings(scale="small", only="copy,retention,in-context,operator-index", dry_run=True,
+                              any_machine=True, out=str(tmp_path / "e")), say=said.append)
+    assert any(m.startswith("--any-machine: not running retention, in-context, operator-index") for m in said)
 
 
 @pytest.mark.parametrize("kwargs, needle", [

@@ -32,7 +32,10 @@ skipped when done (:mod:`.suite`), so the suite can run in parts. The plan
 (jobs, tokens, estimated FLOPs; with ``estimate`` also the timed cost) is
 printed before anything trains. Results: ``out/claims.md`` and
 ``claims.json`` (tables, verdicts, git revision, command), PNG plots
-beside them; docs/experiments.md reports them.
+beside them; docs/experiments.md reports them. A claim that reads another
+job's checkpoints runs on the machine that trained that job; ``any_machine``
+runs only the rest (the jobs no later claim reads), so that a long suite can
+start on one machine and end on another (docs/experiments.md, "run in parts").
 """
 from __future__ import annotations
 
@@ -74,6 +77,8 @@ class ClaimsSettings:
     no_progress: bool = False
     precision: str = "float32"  # the compare jobs' autocast (bfloat16, float16): docs/training.md
     compile: object = False  # torch.compile the compare jobs' forward (a backend's name)
+    # only what may run on any machine: no job whose checkpoints a later claim reads, no claim that reads them
+    any_machine: bool = False
 
     def checked(self) -> "ClaimsSettings":
         s = dataclasses.replace(self)
@@ -119,8 +124,14 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root
     out = Path(s.out) if s.out else Path(results_root) / f"claims-{s.scale}"
     names = s.only or list(CLAIMS)
     claims = [CLAIMS[n] for n in names if n in CLAIMS]
+    if s.any_machine:
+        skipped = [c.NAME for c in claims if getattr(c, "ONE_MACHINE", False)]
+        claims = [c for c in claims if c.NAME not in skipped]
+        if skipped:
+            say(f"--any-machine: not running {', '.join(skipped)} (they read other jobs' checkpoints)")
     # The dry run of the claims asked for (all of them for the step-time table): jobs, tokens, FLOPs.
-    dry = Suite(out, sc, threads=s.threads, dry_run=True, say=say, precision=s.precision, compile=s.compile)
+    dry = Suite(out, sc, threads=s.threads, dry_run=True, say=say, precision=s.precision, compile=s.compile,
+                any_machine=s.any_machine)
     for claim in (CLAIMS.values() if STEP_TIME in names else claims):
         claim.run(dry)
     plan = plan_table(dry.plan)
@@ -138,7 +149,7 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root
     if s.dry_run:
         return ClaimsResult(out, [], "", plan)
     suite = Suite(out, sc, threads=s.threads, progress=not s.no_progress, say=say, archive=s.archive,
-                  precision=s.precision, compile=s.compile)
+                  precision=s.precision, compile=s.compile, any_machine=s.any_machine)
     meta = {"scale": s.scale, "device": s.device, "seeds": list(sc.seeds), "git": provenance.git(repo),
             "command": " ".join(command if command is not None else [sys.executable, *sys.argv]),
             "settings": dataclasses.asdict(sc)}

@@ -24,6 +24,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--archive", help="also keep each finished job's small files (settings, summary, metrics; no "
                                      "checkpoints) here, and read finished jobs from here instead of training them "
                                      "(e.g. docs/results/claims-default: the suite then runs in parts on any machine)")
+    p.add_argument("--any-machine", action="store_true",
+                   help="run only the jobs any machine may run (with --archive): not those whose checkpoints a later "
+                        "claim reads, nor the claims that read them (retention, in-context, operator-index); a run "
+                        "without the flag does those later, on one machine")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--threads", type=int, help="torch threads (default: 1 at --scale small, else all CPUs)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (jobs, tokens, FLOPs) and exit")

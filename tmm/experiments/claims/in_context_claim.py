@@ -22,6 +22,7 @@ from .models import lm_models
 from .report import UNTESTED, ClaimResult, Verdict
 
 NAME = "in-context"
+ONE_MACHINE = True  # reads claim 1's checkpoints: not run with --any-machine
 TITLE = "Claim 3 (proxy only): retrieval and in-context learning"
 STATEMENT = ("TMM matches or beats the baselines on retrieval and in-context-learning benchmarks (SQuAD, SQuAD v2, "
              "LongBench, IFEval, ARC-Easy, GLUE, HellaSwag).")

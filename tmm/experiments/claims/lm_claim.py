@@ -89,7 +89,8 @@ def run(suite) -> ClaimResult:
               if lr is not None}
     middle = s.lm_lrs[len(s.lm_lrs) // 2]
     long_jobs = {spec.label: [suite.compare(f"lm/long/{spec.label}/seed{seed}", [spec], steps=s.lm_steps, seed=seed,
-                                            lr=chosen.get(spec.label, middle), **common) for seed in s.lm_seeds]
+                                            lr=chosen.get(spec.label, middle), read_later=(seed == 0), **common)
+                              for seed in s.lm_seeds]  # seed 0: retention, in-context and operator-index read it
                  for spec in specs}
     tokens = s.lm_steps * s.lm_batch_size * s.lm_seq_len
     c = ClaimResult(NAME, TITLE, STATEMENT, setup=(

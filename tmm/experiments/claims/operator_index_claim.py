@@ -35,6 +35,7 @@ from . import lm_claim
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict
 
 NAME = "operator-index"
+ONE_MACHINE = True  # reads the other claims' checkpoints: not run with --any-machine
 TITLE = "Operator index of trained Toeplitz layers"
 STATEMENT = ("trained causal TMM layers often look like a shift (index -1) or are near-invertible (index 0), more "
              "often than layers of models trained to be invertible (autoencoders).")

@@ -46,6 +46,7 @@ from .models import lm_models
 from .report import UNTESTED, ClaimResult, Verdict, all_of
 
 NAME = "retention"
+ONE_MACHINE = True  # reads claim 1's checkpoints, and operator-index reads its encoders: not run with --any-machine
 TITLE = "Claim 2: information extraction and capacity"
 STATEMENT = ("from a frozen pretrained model's last hidden state a trained decoder regenerates the input, TMM's "
              "with higher fidelity; trained end to end through that single vector, TMM holds more information "

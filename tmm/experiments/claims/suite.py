@@ -19,7 +19,10 @@ job finished in the archive is read from it instead of trained: the suite
 runs in parts, on any machine, and its report is rebuilt from the archive.
 A claim that needs another job's checkpoints (retention's extraction,
 operator-index, in-context) finds none for an archived job and says so or
-trains its own.
+trains its own. With ``any_machine`` the suite runs only what any machine
+may: a job whose checkpoints a later claim reads (``read_later``) is read
+when finished and otherwise skipped, left to a run without the flag on the
+machine that then runs its readers.
 """
 from __future__ import annotations
 
@@ -62,8 +65,9 @@ class Suite:
     """Runs (or, with ``dry_run``, plans) the jobs of the claims under ``root``."""
 
     def __init__(self, root, scale, *, threads: Optional[int] = None, dry_run=False, progress=True, say=print,
-                 archive=None, precision="float32", compile=False):
+                 archive=None, precision="float32", compile=False, any_machine=False):
         self.root = Path(root)
+        self.any_machine = any_machine  # skip the unfinished jobs whose checkpoints a later claim reads
         self.archive = Path(archive) if archive is not None else None
         self.precision, self.compile = precision, compile  # the compare jobs' (tmm.train's options)
         self.scale = scale
@@ -76,10 +80,12 @@ class Suite:
     # -- compare jobs -------------------------------------------------------
     def compare(self, path: str, specs: list, *, task: str, task_options: dict, steps: int, seed: int,
                 lr: float, batch_size: Optional[int] = None, eval_every: Optional[int] = None,
-                eval_batches: Optional[int] = None) -> Optional[JobResult]:
+                eval_batches: Optional[int] = None, read_later: bool = False) -> Optional[JobResult]:
         """Trains ``specs`` (ModelSpecs) on one task with the same batches;
         the job's results (None in a dry run). ``eval_batches`` None: the
-        comparison's default (and no such key in the job's record, as before)."""
+        comparison's default (and no such key in the job's record, as before).
+        ``read_later``: a later claim reads the job's checkpoints, so with
+        ``any_machine`` it is not trained (None unless it has finished)."""
         s = self.scale
         settings = {
             "task": task, "task_option": [f"{k}={json.dumps(v)}" for k, v in sorted(task_options.items())],
@@ -91,6 +97,10 @@ class Suite:
         }
         record = {"kind": "compare", "models": [dataclasses.asdict(m) for m in specs], **settings}
         out = self.root / path
+        if read_later and self.any_machine and self._finished(path, record) is None:
+            if not self.dry_run:
+                self.say(f"skipping {path} (--any-machine): a later claim reads its checkpoints")
+            return None
         if self.dry_run:
             self._plan_compare(path, specs, record)
             return None
