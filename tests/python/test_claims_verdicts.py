@@ -11,7 +11,7 @@ from tmm.experiments.claims import (ablation_claim, copy_claim, copy_width, lm_c
                                     retention_claim)
 from tmm.experiments.claims import operator_index_claim as oi_claim
 from tmm.experiments.claims.operator_index_claim import Source
-from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
+from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED, seeds_ran
 from tmm.experiments.claims.results import ModelResult, Pooled, read_compare_job, value_at
 from tmm.train import flops_per_token
 
@@ -224,6 +224,13 @@ def test_value_at_interpolates_between_evaluations():
     assert value_at(rows, "flops_est", "eval_bpb", 5.0) == 6.0
     assert value_at(rows, "flops_est", "eval_bpb", 20.0) == 2.0
     assert value_at(rows, "flops_est", "eval_bpb", 25.0) is None
+
+
+def test_a_table_caption_counts_the_seeds_that_ran():
+    both = {"tmm": pooled("tmm", [1.0, 1.0]), "hyena": pooled("hyena", [0.1, 0.1])}
+    assert seeds_ran(both, 2) == "2 seeds"
+    one = {"tmm": pooled("tmm", [1.0]), "hyena": pooled("hyena", [0.1])}  # e.g. --any-machine left seed 0
+    assert seeds_ran(one, 2) == "1 of 2 seeds"
 
 
 def sweep_run(loss, status="done"):

@@ -31,7 +31,7 @@ from __future__ import annotations
 from . import copy_width
 from .models import copy_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, all_of, mean_range, \
-    pooled_table, plot_curves, steps_cell
+    pooled_table, plot_curves, seeds_ran, steps_cell
 from .results import over_seeds
 
 NAME = "copy"
@@ -79,16 +79,17 @@ def run(suite) -> ClaimResult:
     if suite.dry_run:
         return c
     for n, pooled in per_n.items():
-        c.tables.append((f"Copy, n = {n} (mean [range] over {len(s.seeds)} seeds):", pooled_table(pooled, COLUMNS)))
+        c.tables.append((f"Copy, n = {n} (mean [range] over {seeds_ran(pooled, len(s.seeds))}):",
+                         pooled_table(pooled, COLUMNS)))
         c.verdicts += verdicts(pooled, n, len(s.seeds))
     c.tables.append((f"Width pair, n = {s.copy_ns[0]}: sweep (seed 0; final acc / steps to 0.9 / steps to 0.5):",
                      width_sweep))
-    c.tables.append((f"Width pair at each model's chosen lr (mean [range] over {len(s.seeds)} seeds):",
+    c.tables.append((f"Width pair at each model's chosen lr (mean [range] over {seeds_ran(width, len(s.seeds))}):",
                      pooled_table(width, copy_width.COLUMNS)))
     c.verdicts.append(width_verdict)
     text = over_seeds(text_jobs)
     c.tables.append((f"Secondary: copy on text, n = {text_n} (bytes of the default corpus; mean [range] over "
-                     f"{len(s.seeds)} seeds; no verdict):", pooled_table(text, COLUMNS)))
+                     f"{seeds_ran(text, len(s.seeds))}; no verdict):", pooled_table(text, COLUMNS)))
     path = "copy/copy_accuracy.png"
     panels = {**{f"copy n = {n}": p for n, p in per_n.items()}, f"width pair, n = {s.copy_ns[0]}": width}
     if plot_curves(suite.root / path, panels, "eval_acc", "eval accuracy", chance=1 / s.copy_vocab):

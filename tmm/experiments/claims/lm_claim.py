@@ -38,7 +38,7 @@ from tmm.tables import markdown_table
 from ..formatting import fmt_num
 from . import lr_grid
 from .models import lm_models
-from .report import UNTESTED, ClaimResult, Verdict, all_of, mean_range, pooled_table, plot_curves
+from .report import UNTESTED, ClaimResult, Verdict, all_of, mean_range, pooled_table, plot_curves, seeds_ran
 from .results import over_seeds, value_at
 
 NAME = "lm"
@@ -130,7 +130,7 @@ def run(suite) -> ClaimResult:
     if matched:
         cols += [(f"bpb at {matched:.3g} FLOPs (matched)", lambda p: fmt_num(bpb_at(p, matched))),
                  (f"bpb at {matched / 2:.3g} FLOPs (half)", lambda p: fmt_num(bpb_at(p, matched / 2)))]
-    c.tables.append((f"Long runs (mean [range] over {len(s.lm_seeds)} seeds):", pooled_table(pooled, cols)))
+    c.tables.append((f"Long runs (mean [range] over {seeds_ran(pooled, len(s.lm_seeds))}):", pooled_table(pooled, cols)))
     c.verdicts += verdicts(pooled)
     path = "lm/lm_bpb.png"
     if plot_curves(suite.root / path, {"language modelling": pooled}, "eval_bpb", "eval bits per byte", focus=True):

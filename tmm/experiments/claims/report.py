@@ -60,6 +60,14 @@ def mean_range(pooled, key, nd=3) -> str:
     return f"{m:.{nd}f} [{r[0]:.{nd}f}-{r[1]:.{nd}f}]"
 
 
+def seeds_ran(pooled: dict, planned: int) -> str:
+    """"N seeds" for a table's caption, counting the runs the table holds:
+    "1 of 2 seeds" where a part of the suite (``--any-machine``, ``--only``)
+    left some unrun."""
+    ran = max((len(p.runs) for p in pooled.values()), default=0)
+    return f"{planned} seeds" if ran == planned else f"{ran} of {planned} seeds"
+
+
 def steps_cell(pooled) -> str:
     """Steps to 0.9 accuracy: mean [range] over the seeds that reached it, and how many did."""
     n, k = len(pooled.runs), pooled.reached
