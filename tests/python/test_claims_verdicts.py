@@ -452,33 +452,49 @@ def test_bits_recovered_is_zero_for_a_uniform_guess_and_log2_v_per_token():
 W = ablation_claim.WORSE
 
 
-def ablation_run(label, bpb, losses):
-    """A Pooled of one LM run ending at ``bpb`` bits per byte, with one evaluation (steps 10, 20, ...) per loss."""
-    rows = [{"step": 10 * (i + 1), "tokens": 100, "flops_est": 1e6, "eval_acc": 0.0, "eval_loss": x,
-             "eval_bpb": bpb} for i, x in enumerate(losses)]
-    return Pooled(label, 100, [ModelResult(label, 100, "done", 0.0, losses[-1], None, rows)])
+def ablation_run(label, bpb, evals=17):
+    """A Pooled of one LM run with ``evals`` evaluations (steps 10, 20, ...) at ``bpb`` bits per byte: one
+    number (every evaluation), or one per evaluation."""
+    bpb = bpb if isinstance(bpb, list) else [bpb] * evals
+    rows = [{"step": 10 * (i + 1), "tokens": 100, "flops_est": 1e6, "eval_acc": 0.0, "eval_loss": 1.0,
+             "eval_bpb": x} for i, x in enumerate(bpb)]
+    return Pooled(label, 100, [ModelResult(label, 100, "done", 0.0, 1.0, None, rows)])
 
 
-LEVELLED = [3.0, 2.0, 1.5] + [1.4] * 14  # flat long enough for the EMA (smoothing 0.5) to settle
-
-
-def ablation(still_falling=(), **bpb):
-    """(heads, kernel width, expanded) verdicts for label -> final bits per byte (each run levelled off, but
-    those in ``still_falling``, whose loss falls 2% per evaluation to the end)."""
-    falling = [3.0 * 0.98 ** i for i in range(len(LEVELLED))]
-    lm = {k.replace("_", "-"): ablation_run(k, v, falling if k in still_falling else LEVELLED)
-          for k, v in bpb.items()}
+def ablation(**bpb):
+    """(heads, kernel width, expanded) verdicts for label -> bits per byte (a number: at every evaluation)."""
+    lm = {k.replace("_", "-"): ablation_run(k, v) for k, v in bpb.items()}
     return tuple(v.verdict for v in ablation_claim.verdicts(lm))
 
 
-def test_ablation_is_judged_only_once_the_loss_has_levelled_off():
-    assert ablation(heads1=2.0, heads4=1.98, heads16=1.96)[0] == C
-    assert ablation(heads1=2.0, heads4=1.98, heads16=1.96, still_falling=("heads16",))[0] == U
-    assert ablation(heads1=2.0, heads4=1.9, expanded=2.0, still_falling=("heads1",))[2] == C  # not named there
-    # a run too short for the detector's window has not levelled off
-    short = {k: ablation_run(k, 2.0, [1.4, 1.4, 1.4]) for k in ("heads4", "expanded")}
-    assert ablation_claim.verdicts(short)[2].verdict == U
-    assert ablation_claim.levelled(ablation_run("x", 2.0, LEVELLED).runs[0])
+def expanded_verdict(heads4, expanded):
+    """The expanded rule's verdict on two curves (bits per byte per evaluation, steps 10, 20, ...)."""
+    lm = {"heads4": ablation_run("heads4", heads4), "expanded": ablation_run("expanded", expanded)}
+    return ablation_claim.verdicts(lm)[2]
+
+
+def test_ablation_is_judged_once_its_verdict_has_settled_not_the_loss():
+    assert ablation_claim.SETTLE_SHARE == 0.25
+    falling = [3.0 * 0.98 ** i for i in range(20)]  # never levels off: 2% per evaluation to the end
+    # the same fall for both, expanded 0.02 above: settled, although neither loss has levelled off
+    assert expanded_verdict(falling, [x + 0.02 for x in falling]).verdict == C
+    assert expanded_verdict(falling, [x + 0.005 for x in falling]).verdict == N
+    # the margin changes sign inside the last quarter (steps 150-200): not settled
+    flips = [x + (0.02 if i < 17 else 0.0) for i, x in enumerate(falling)]
+    v = expanded_verdict(falling, flips)
+    assert v.verdict == U and "not settled" in v.evidence
+    # the same sign throughout, but closing fast enough that a run twice as long would flip it
+    closing = [x + 0.05 - 0.002 * i for i, x in enumerate(falling)]  # margin at the end 0.002, -0.002 per step 10
+    assert expanded_verdict(falling, closing).verdict == U
+    # closing slowly: the trend keeps the sign over another 200 steps
+    slow = [x + 0.05 - 0.0001 * i for i, x in enumerate(falling)]
+    assert expanded_verdict(falling, slow).verdict == C
+    # too few evaluations in the last quarter to tell
+    assert expanded_verdict([2.0, 2.0], [2.1, 2.1]).verdict == U
+    # a rule not naming a variant is not held up by it
+    lm = {"heads4": ablation_run("heads4", 2.0), "expanded": ablation_run("expanded", 2.02),
+          "heads1": ablation_run("heads1", flips)}
+    assert ablation_claim.verdicts(lm)[2].verdict == C
 
 
 def test_ablation_heads_need_strict_ordering():

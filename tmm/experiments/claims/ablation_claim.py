@@ -13,18 +13,23 @@ when a variant the rule names did not run):
 - Two Toeplitz layers with a nonlinearity between them (expanded) are less
   efficient than one: expanded is worse than heads 4 (its one-layer twin).
 
-"Asymptotic" is judged only where it has been reached: a rule is not
-tested while any variant it names has an LM run whose held-out loss has
-not levelled off by its last evaluation (:class:`tmm.experiments.levelling.LevelOff`
-over its evaluations, as the retention decoders use it: an EMA of the
-loss improving by less than 0.5% over 5 evaluations, no decision in the
-first 20% of the run, which holds its learning-rate warm-up).
+"Asymptotic" is judged by whether the comparison has settled, not the
+loss: a rule is given only once its answer no longer changes with training.
+Each rule has a margin (positive where it holds, e.g. heads 4 - 0.01 -
+heads 16), read at every evaluation of the last quarter of the runs (the
+same steps for every variant: they share the schedule, mean over seeds).
+The rule has settled when the margin has one sign at all of them, and its
+least-squares trend over that quarter, continued for as many steps again
+as the run had, keeps that sign; otherwise it is not tested, with the
+margins. (The loss itself never levels off here: measured at `default`, a
+learning rate that decays to zero buys 2-6% in a run's last quarter at
+every horizon from 300 to 1,500 steps, so a level-off rule on the loss
+could never be met; see docs/experiments.md.)
 
 The masked mixer (the predecessor) is reported, without a claim.
 """
 from __future__ import annotations
 
-from ..levelling import LevelOff
 from . import lm_claim
 from .models import ablation_models
 from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, mean_range, pooled_table, \
@@ -73,16 +78,41 @@ def run(suite) -> ClaimResult:
     return c
 
 
-WARMUP_SHARE = 0.2  # no level-off decision in this first share of a run's steps
+SETTLE_SHARE = 0.25  # the last share of a run's evaluations over which a rule must have settled
+MIN_SETTLE_EVALS = 3  # fewer evaluations than this in that share: too few to tell
 
 
-def levelled(run) -> bool:
-    """Has the held-out loss of ``run`` (a ModelResult) levelled off by its last evaluation?"""
-    rows = run.rows
-    if not rows:
-        return False
-    detector = LevelOff(min_step=int(WARMUP_SHARE * rows[-1]["step"]))
-    return any(detector.update(r["eval_loss"], r["step"]) for r in rows)
+def curve(pooled) -> dict:
+    """step -> mean eval bits per byte over the seeds of ``pooled`` (a Pooled) that evaluated at that step."""
+    at = {}
+    for run in pooled.runs:
+        for row in run.rows:
+            if row.get("eval_bpb") is not None:
+                at.setdefault(row["step"], []).append(row["eval_bpb"])
+    return {step: sum(v) / len(v) for step, v in at.items()}
+
+
+def settled(lm: dict, labels, margin):
+    """(holds, detail): whether ``margin`` (label -> bpb dict -> float, > 0 where the rule holds) has settled
+    over the last SETTLE_SHARE of the runs of ``labels`` in ``lm``; holds is None where it has not."""
+    curves = [curve(lm[k]) for k in labels]
+    steps = sorted(set.intersection(*(set(c) for c in curves)))
+    if not steps:
+        return None, "no common evaluations"
+    window = [st for st in steps if st >= (1 - SETTLE_SHARE) * steps[-1]]
+    if len(window) < MIN_SETTLE_EVALS:
+        return None, f"{len(window)} evaluations in the last quarter of the run, fewer than {MIN_SETTLE_EVALS}"
+    m = [margin({k: c[st] for k, c in zip(labels, curves)}) for st in window]
+    mx = sum(window) / len(window)
+    my = sum(m) / len(m)
+    slope = sum((x - mx) * (y - my) for x, y in zip(window, m)) / sum((x - mx) ** 2 for x in window)
+    ahead = m[-1] + slope * steps[-1]
+    detail = (f"margin {m[0]:+.4f} at step {window[0]}, {m[-1]:+.4f} at step {window[-1]}; its trend, continued "
+              f"{steps[-1]} steps, {ahead:+.4f}")
+    holds = m[-1] > 0
+    if any((v > 0) != holds for v in m) or (ahead > 0) != holds:
+        return None, detail + ": not settled"
+    return holds, detail
 
 
 def verdicts(lm: dict) -> list:
@@ -91,21 +121,20 @@ def verdicts(lm: dict) -> list:
     def ev(*labels):
         return ", ".join(f"{k} {bpb[k]:.3f}" for k in labels if bpb.get(k) is not None) + f" (ties within {WORSE})"
 
-    def judge(claim, labels, holds):
+    def judge(claim, labels, margin):
         if not all(bpb.get(k) is not None for k in labels):
             return Verdict(claim, UNTESTED, "not run: " + ", ".join(k for k in labels if bpb.get(k) is None))
-        still = [k for k in labels if not all(levelled(r) for r in lm[k].runs)]
-        if still:
-            return Verdict(claim, UNTESTED, ev(*labels) + "; loss not levelled off by the end of the run: "
-                           + ", ".join(still))
-        return Verdict(claim, CONSISTENT if holds() else NOT_CONSISTENT, ev(*labels))
+        holds, detail = settled(lm, labels, margin)
+        if holds is None:
+            return Verdict(claim, UNTESTED, f"{ev(*labels)}; {detail}")
+        return Verdict(claim, CONSISTENT if holds else NOT_CONSISTENT, f"{ev(*labels)}; {detail}")
 
     return [
         judge("more heads improve asymptotic convergence (LM)", ("heads1", "heads4", "heads16"),
-              lambda: bpb["heads16"] < bpb["heads4"] - WORSE and bpb["heads4"] < bpb["heads1"] - WORSE),
+              lambda b: min(b["heads4"] - WORSE - b["heads16"], b["heads1"] - WORSE - b["heads4"])),
         judge("kernel width beyond a point lowers efficiency (LM, flat)", ("flat-kernel1", "flat-kernel4",
                                                                            "flat-kernel8"),
-              lambda: bpb["flat-kernel8"] > min(bpb["flat-kernel1"], bpb["flat-kernel4"]) + WORSE),
+              lambda b: b["flat-kernel8"] - min(b["flat-kernel1"], b["flat-kernel4"]) - WORSE),
         judge("two Toeplitz layers with a nonlinearity between (expanded) are less efficient than one (LM)",
-              ("heads4", "expanded"), lambda: bpb["expanded"] > bpb["heads4"] + WORSE),
+              ("heads4", "expanded"), lambda b: b["expanded"] - b["heads4"] - WORSE),
     ]
