@@ -91,6 +91,44 @@ def test_the_archive_keeps_finished_jobs_and_a_new_folder_reads_them(tmp_path):
     assert [v.evidence for v in again.claims[0].verdicts] == [v.evidence for v in first.claims[0].verdicts]
 
 
+def test_a_derived_job_is_computed_once_archived_and_read_anywhere(tmp_path):
+    archive = tmp_path / "archive"
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"score": 0.5}
+
+    here = Suite(tmp_path / "a", scale("small"), archive=archive)
+    assert here.derived("x/scores/m", {"kind": "x", "source": "j"}, lambda: None) is None  # no checkpoints here
+    assert here.derived("x/scores/m", {"kind": "x", "source": "j"}, compute) == {"score": 0.5}
+    assert here.derived("x/scores/m", {"kind": "x", "source": "j"}, compute) == {"score": 0.5}
+    assert len(calls) == 1
+    elsewhere = Suite(tmp_path / "b", scale("small"), archive=archive)
+    assert elsewhere.derived("x/scores/m", {"kind": "x", "source": "j"}, lambda: None) == {"score": 0.5}
+    assert elsewhere.archived_jobs("x/scores") == ["m"]
+    assert elsewhere.finished_record("x/scores/m") == {"kind": "x", "source": "j"}
+    with pytest.raises(SettingsError, match="other settings"):
+        elsewhere.derived("x/scores/m", {"kind": "x", "source": "k"}, compute)
+
+
+def test_the_tables_computed_from_checkpoints_are_rebuilt_from_the_archive(tmp_path):
+    archive = tmp_path / "archive"
+    names = ("in-context", "operator-index")
+    first = run_claims(ClaimsSettings(scale="small", out=str(tmp_path / "a"), archive=str(archive),
+                                      only="lm,retention," + ",".join(names), no_progress=True), say=lambda m: None)
+    first = [c for c in first.claims if c.name in names]
+    assert "no language-model checkpoints" not in first[0].verdicts[0].evidence
+    assert "no trained TMM checkpoints" not in first[1].verdicts[0].evidence
+    said = []
+    again = run_claims(ClaimsSettings(scale="small", out=str(tmp_path / "b"), archive=str(archive),
+                                      only=",".join(names), no_progress=True), say=said.append)
+    assert not [m for m in said if m.startswith(("running", "resuming"))]
+    for a, b in zip(first, again.claims):
+        assert [v.evidence for v in b.verdicts] == [v.evidence for v in a.verdicts]
+        assert sorted(b.tables[0][1].splitlines()) == sorted(a.tables[0][1].splitlines())
+
+
 def test_an_unfinished_job_is_resumed(tmp_path, monkeypatch):
     seen = []
 

@@ -1,6 +1,7 @@
 """When a loss has levelled off: one detector for every experiment that
-trains "until the loss stops improving" (the retention decoders now, the
-ablations' asymptotic comparison later).
+trains "until the loss stops improving" (the retention decoders; the
+ablations judge whether their verdict has settled instead, see
+tmm.experiments.claims.ablation_claim).
 
     detector = LevelOff()
     for row in evaluations:               # e.g. tmm.train.train's log rows

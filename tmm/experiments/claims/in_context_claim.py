@@ -6,10 +6,14 @@ models of claim 1 (the long runs, seed 0) it measures two proxies instead
 first copy of a random-token span minus loss on its second copy, later in
 the same held-out window) and the in-context-learning score (loss late in
 the context minus loss early in it). The numbers stand beside the paper's
-statement; no verdict is drawn from them.
+statement; no verdict is drawn from them. Each model's scores are a
+derived job (``in-context/scores/<model>``, archived), so the table is
+rebuilt where the checkpoints are not.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 
 import tmm.models
@@ -46,22 +50,35 @@ def run(suite) -> ClaimResult:
         f"context helps)."))
     if suite.dry_run:
         return c
-    found = {spec.label: lm_claim.long_run_checkpoint(suite, spec.label) for spec in lm_models(s.lm_d)}
-    found = {label: path for label, path in found.items() if path is not None}
+    task = functools.cache(lambda: tmm.tasks.make("lm", **lm_claim.task_options(s)))
+    scores = {}
+    for spec in lm_models(s.lm_d):
+        source = lm_claim.long_run_path(spec.label)
+        source_record = suite.finished_record(source)
+        if source_record is None:
+            continue
+
+        def compute(label=spec.label):
+            path = lm_claim.long_run_checkpoint(suite, label)
+            return None if path is None else {"vocab_size": task().vocab_size, **dataclasses.asdict(
+                in_context_scores(tmm.models.load(str(path)), task(), windows=WINDOWS, span=span))}
+
+        record = {"kind": "in-context", "source": source, "source_record": source_record, "windows": WINDOWS,
+                  "span": span}
+        r = suite.derived(f"in-context/scores/{spec.label}", record, compute)
+        if r is not None:
+            scores[spec.label] = r
     claim = "retrieval and in-context learning benchmarks"
     note = "proxy scores only (table above), not the paper's benchmarks: no claim-3 verdict is drawn from them"
-    if not found:
+    if not scores:
         c.verdicts.append(Verdict(claim, UNTESTED, "no language-model checkpoints (run --only lm first); " + note))
         return c
-    task = tmm.tasks.make("lm", **lm_claim.task_options(s))
     head = ["model", "induction", "first copy loss", "second copy loss", "in-context learning", "early loss",
             "late loss"]
-    rows = []
-    for label, path in found.items():
-        r = in_context_scores(tmm.models.load(str(path)), task, windows=WINDOWS, span=span)
-        rows.append([label] + [f"{v:.3f}" for v in (r.induction, r.first_copy_loss, r.second_copy_loss, r.icl,
-                                                     r.early_loss, r.late_loss)])
-    c.tables.append((f"Proxy scores (nats per token; ln V = {math.log(task.vocab_size):.2f} for the vocabulary of "
-                     f"{task.vocab_size}):", markdown_table(head, rows, left=len(head))))
+    rows = [[label] + [f"{r[k]:.3f}" for k in ("induction", "first_copy_loss", "second_copy_loss", "icl",
+                                                "early_loss", "late_loss")] for label, r in scores.items()]
+    vocab = next(iter(scores.values()))["vocab_size"]
+    c.tables.append((f"Proxy scores (nats per token; ln V = {math.log(vocab):.2f} for the vocabulary of "
+                     f"{vocab}):", markdown_table(head, rows, left=len(head))))
     c.verdicts.append(Verdict(claim, UNTESTED, note))
     return c

@@ -66,9 +66,14 @@ def best_lr(runs: dict) -> Optional[float]:
     return min(ok, key=ok.get) if ok else None
 
 
+def long_run_path(label: str, seed: int = 0) -> str:
+    """The job of ``label``'s long run at ``seed``, under the suite's root."""
+    return f"lm/long/{label}/seed{seed}"
+
+
 def long_run_checkpoint(suite, label: str, seed: int = 0):
     """The newest checkpoint of ``label``'s long run (for the retention and operator-index claims), or None."""
-    folder = suite.root / "lm" / "long" / label / f"seed{seed}" / "checkpoints"
+    folder = suite.root / long_run_path(label, seed) / "checkpoints"
     runs = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
     return train_checkpoints.latest(runs[0]) if len(runs) == 1 else None
 
@@ -88,7 +93,7 @@ def run(suite) -> ClaimResult:
     chosen = {label: lr for label, lr in ((label, best_lr(runs)) for label, runs in grids.items())
               if lr is not None}
     middle = s.lm_lrs[len(s.lm_lrs) // 2]
-    long_jobs = {spec.label: [suite.compare(f"lm/long/{spec.label}/seed{seed}", [spec], steps=s.lm_steps, seed=seed,
+    long_jobs = {spec.label: [suite.compare(long_run_path(spec.label, seed), [spec], steps=s.lm_steps, seed=seed,
                                             lr=chosen.get(spec.label, middle), read_later=(seed == 0), **common)
                               for seed in s.lm_seeds]  # seed 0: retention, in-context and operator-index read it
                  for spec in specs}

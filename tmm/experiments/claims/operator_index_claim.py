@@ -20,6 +20,10 @@ run (d 32, n = 16) that reached 0.9 accuracy turned its vectors by 0.2-0.4.
 Not tested where no causal model or no autoencoder moved, or where their
 initial vectors were not saved (runs before they were: the untrained row is
 then rebuilt from the config and seed 0, for the table only).
+
+Each model's analysis is a derived job (``operator-index/sources/<model>``,
+archived), so the table and verdict are rebuilt where the checkpoints are
+not.
 """
 from __future__ import annotations
 
@@ -43,24 +47,60 @@ MODELS = ("tmm", "tmm-flat")  # the copy claim's trained TMMs analysed
 MOVED = 0.1  # "moved measurably": median sine of the angle to the initial vectors (module docstring)
 
 
+SOURCES = "operator-index/sources"  # the derived jobs: one per analysed model
+
+
 def _sources(suite) -> dict:
-    """name -> (kind, checkpoint folder, folder of its initial vectors) of each
-    trained TMM that exists (kind: causal or autoencoder)."""
+    """name -> (kind, the job that trained it, checkpoint, folder of its initial vectors) of each trained TMM
+    (kind: causal or autoencoder) whose checkpoints are on this machine, then (kind, job, None, None) of each
+    whose analysis the archive holds."""
     s = suite.scale
     found = {}
+    copy_job = f"copy/n{s.copy_ns[0]}/seed0"
     for label in MODELS:
-        folder = suite.root / "copy" / f"n{s.copy_ns[0]}" / "seed0" / "checkpoints" / label
+        folder = suite.root / copy_job / "checkpoints" / label
         path = train_checkpoints.latest(folder) if folder.is_dir() else None
         if path is not None:
-            found[f"copy-{label}"] = ("causal", path, folder)
+            found[f"copy-{label}"] = ("causal", copy_job, path, folder)
     path = lm_claim.long_run_checkpoint(suite, "tmm")
     if path is not None:
-        found["lm-tmm"] = ("causal", path, path.parent)
+        found["lm-tmm"] = ("causal", lm_claim.long_run_path("tmm"), path, path.parent)
     for folder in sorted((suite.root / "retention").glob("*/*/capacity-encoders/*")):  # <harness>/<job>/...
         if (folder / "config.json").is_file() and json.loads((folder / "config.json").read_text()).get("arch") == "tmm":
             job = folder.parent.parent
-            found[f"autoencoder-{job.parent.name}-{job.name}-{folder.name}"] = ("autoencoder", folder, folder)
+            found[f"autoencoder-{job.parent.name}-{job.name}-{folder.name}"] = (
+                "autoencoder", f"retention/{job.parent.name}/{job.name}", folder, folder)
+    for name in suite.archived_jobs(SOURCES):
+        if name not in found:
+            record = suite.finished_record(f"{SOURCES}/{name}")
+            found[name] = (record["model_kind"], record["source"], None, None)
     return found
+
+
+def _counts(rep, moved) -> dict:
+    """The table's and the verdict's numbers of one operator_index report."""
+    counts = {int(i): n for i, n in rep.summary["index_counts"].items()}
+    per_layer = {}
+    for r in rep.results:
+        if "skipped" not in r and not r["near_zero"]:
+            per_layer.setdefault(r["layer"], []).append(str(r["index"]))
+    good, total = _share(rep.summary)
+    return {"vectors": rep.summary["vectors"], "index_minus_1": counts.get(-1, 0), "index_0": counts.get(0, 0),
+            "good": good, "total": total, "near_zero": rep.summary["near_zero"], "moved": moved,
+            "layers": "; ".join(f"{layer}: {','.join(v)}" for layer, v in sorted(per_layer.items()))}
+
+
+def _analyse(suite, name: str, path, start) -> dict:
+    """The trained model at checkpoint ``path`` and its initial vectors (in ``start``, else rebuilt from its
+    config at seed 0); the full reports go to ``operator_index/`` under the suite's root."""
+    trained = operator_index.analyse(checkpoint=str(path))
+    saved = (start / operator_index.INITIAL_VECTORS).is_file()
+    untrained = operator_index.analyse(initial=start) if saved else \
+        operator_index.analyse(config=json.dumps(trained.config), seed=0)
+    moved = operator_index.movement(trained, untrained) if saved else None
+    for label, rep in ((name, trained), (f"{name} (untrained)", untrained)):
+        rep.write(suite.root / "operator_index" / label.replace(" ", "_").strip("()"), plot=False)
+    return {"trained": _counts(trained, moved), "untrained": _counts(untrained, None)}
 
 
 def _share(summary) -> tuple:
@@ -90,25 +130,21 @@ def run(suite) -> ClaimResult:
     head = ["model", "kind", "vectors", "index -1", "index 0", "other", "near 0", "moved", "indices per layer"]
     rows = []
     sources = []
-    for name, (kind, path, start) in _sources(suite).items():
-        trained = operator_index.analyse(checkpoint=str(path))
-        saved = (start / operator_index.INITIAL_VECTORS).is_file()
-        untrained = operator_index.analyse(initial=start) if saved else \
-            operator_index.analyse(config=json.dumps(trained.config), seed=0)
-        moved = operator_index.movement(trained, untrained) if saved else None
-        for label, rep, k, m in ((name, trained, kind, moved), (f"{name} (untrained)", untrained, "untrained", None)):
-            rep.write(suite.root / "operator_index" / label.replace(" ", "_").strip("()"), plot=False)
-            good, total = _share(rep.summary)
-            sources.append(Source(label, k, good, total, m))
-            counts = {int(i): n for i, n in rep.summary["index_counts"].items()}
-            per_layer = {}
-            for r in rep.results:
-                if "skipped" not in r and not r["near_zero"]:
-                    per_layer.setdefault(r["layer"], []).append(str(r["index"]))
-            layers = "; ".join(f"{layer}: {','.join(v)}" for layer, v in sorted(per_layer.items()))
-            shown = "-" if k == "untrained" else ("not saved" if m is None else f"{m:.3f}")
-            rows.append([label, k, rep.summary["vectors"], counts.get(-1, 0), counts.get(0, 0),
-                         total - counts.get(-1, 0) - counts.get(0, 0), rep.summary["near_zero"], shown, layers])
+    for name, (kind, job, path, start) in _sources(suite).items():
+        job_record = suite.finished_record(job)
+        if job_record is None:  # checkpoints of a run that has not finished
+            continue
+        record = {"kind": "operator-index", "model_kind": kind, "source": job, "source_record": job_record}
+        r = suite.derived(f"{SOURCES}/{name}", record,
+                          lambda name=name, path=path, start=start:
+                          None if path is None else _analyse(suite, name, path, start))
+        if r is None:
+            continue
+        for label, n, k in ((name, r["trained"], kind), (f"{name} (untrained)", r["untrained"], "untrained")):
+            sources.append(Source(label, k, n["good"], n["total"], n["moved"]))
+            shown = "-" if k == "untrained" else ("not saved" if n["moved"] is None else f"{n['moved']:.3f}")
+            rows.append([label, k, n["vectors"], n["index_minus_1"], n["index_0"],
+                         n["total"] - n["index_minus_1"] - n["index_0"], n["near_zero"], shown, n["layers"]])
     if sources:
         c.tables.append(("Fredholm indices (near-zero symbols excluded from the counts; moved: median sine of the "
                          "angle between each trained vector and its initial one):",

@@ -97,7 +97,8 @@ SCALES = {
         mqar_settings=((4, 64), (8, 128), (16, 256)), mqar_vocab=256, mqar_d=64, mqar_layers=2,
         mqar_steps=MQAR_DEFAULT_STEPS, mqar_lrs=(3e-4, 1e-3, 3e-3), mqar_batch_size=64, mqar_eval_batches=16,
         retention_n=32, retention_random_vocab=16, retention_steps=2_000, retention_authors_layers=4,
-        ablation_copy_n=256, ablation_steps=300, ablation_lm_steps=1_500,  # the lm claim's long-run horizon
+        # the ablation's LM runs at the lm claim's long-run horizon
+        ablation_copy_n=256, ablation_steps=300, ablation_lm_steps=1_500,
     ),
     # The README's main job (scripts/run.sh: --only copy): one seed at n = 128, under 10 minutes on 2 cores.
     "quick": None,

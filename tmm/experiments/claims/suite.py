@@ -19,7 +19,9 @@ job finished in the archive is read from it instead of trained: the suite
 runs in parts, on any machine, and its report is rebuilt from the archive.
 A claim that needs another job's checkpoints (retention's extraction,
 operator-index, in-context) finds none for an archived job and says so or
-trains its own. With ``any_machine`` the suite runs only what any machine
+trains its own; what operator-index and in-context compute from them is a
+derived job (:meth:`Suite.derived`), archived like the others, so their
+tables too are rebuilt anywhere. With ``any_machine`` the suite runs only what any machine
 may: a job whose checkpoints a later claim reads (``read_later``) is read
 when finished and otherwise skipped, left to a run without the flag on the
 machine that then runs its readers.
@@ -168,6 +170,41 @@ class Suite:
             self._mark_done(path, record)
             done = out
         return json.loads((done / "summary.json").read_text())
+
+    # -- derived jobs: no training, computed from other jobs' checkpoints ---
+    def derived(self, path: str, record: dict, compute) -> Optional[dict]:
+        """One result computed from finished jobs' checkpoints (its record names
+        them, e.g. with :meth:`finished_record`): read where it was computed
+        before with ``record`` (under the root, else in the archive), else
+        ``compute()``, a JSON-able dict (None: its checkpoints are not on this
+        machine), kept as the job's summary.json and archived. None in a dry
+        run or where neither has it."""
+        if self.dry_run:
+            return None
+        done = self._finished(path, record)
+        if done is not None:
+            return json.loads((done / "summary.json").read_text())
+        summary = compute()
+        if summary is None:
+            return None
+        atomic_write_json(self.root / path / "summary.json", summary)
+        self._mark_done(path, record)
+        return summary
+
+    def finished_record(self, path: str) -> Optional[dict]:
+        """The settings job ``path`` finished with (under the root, else in the archive); None if unfinished."""
+        for folder in (self.root / path, None if self.archive is None else self.archive / path):
+            if folder is not None and (folder / DONE_FILE).is_file():
+                record = json.loads((folder / DONE_FILE).read_text())
+                record.pop("finished", None)
+                return record
+        return None
+
+    def archived_jobs(self, path: str) -> list:
+        """Names of the finished jobs in folder ``path`` of the archive (none without one)."""
+        folder = None if self.archive is None else self.archive / path
+        return sorted(p.name for p in folder.iterdir() if (p / DONE_FILE).is_file()) \
+            if folder is not None and folder.is_dir() else []
 
     # -- bookkeeping --------------------------------------------------------
     def _relative(self, path: str) -> str:
