@@ -21,10 +21,10 @@ A claim that needs another job's checkpoints (retention's extraction,
 operator-index, in-context) finds none for an archived job and says so or
 trains its own; what operator-index and in-context compute from them is a
 derived job (:meth:`Suite.derived`), archived like the others, so their
-tables too are rebuilt anywhere. With ``any_machine`` the suite runs only what any machine
-may: a job whose checkpoints a later claim reads (``read_later``) is read
-when finished and otherwise skipped, left to a run without the flag on the
-machine that then runs its readers.
+tables too are rebuilt anywhere. With ``any_machine`` the suite runs only
+what any machine may: a job whose checkpoints a later claim reads
+(``read_later``) is read when finished and otherwise skipped, left to a run
+without the flag on the machine that then runs its readers.
 """
 from __future__ import annotations
 
