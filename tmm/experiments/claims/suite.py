@@ -193,12 +193,12 @@ class Suite:
 
     def finished_record(self, path: str) -> Optional[dict]:
         """The settings job ``path`` finished with (under the root, else in the archive); None if unfinished."""
-        for folder in (self.root / path, None if self.archive is None else self.archive / path):
-            if folder is not None and (folder / DONE_FILE).is_file():
-                record = json.loads((folder / DONE_FILE).read_text())
-                record.pop("finished", None)
-                return record
-        return None
+        folder = self._done_folder(path)
+        if folder is None:
+            return None
+        record = json.loads((folder / DONE_FILE).read_text())
+        record.pop("finished", None)
+        return record
 
     def archived_jobs(self, path: str) -> list:
         """Names of the finished jobs in folder ``path`` of the archive (none without one)."""
@@ -218,12 +218,18 @@ class Suite:
         """The folder holding job ``path`` finished with ``record``'s settings (but the keys ``derived``):
         under the root, else in the archive; None when it has not finished. SettingsError where it finished
         with other settings."""
+        folder = self._done_folder(path)
+        if folder is not None:
+            check_same(json.loads((folder / DONE_FILE).read_text()), record,
+                       f"{folder} holds a finished job with other settings than this suite's (another --scale "
+                       "or version?): remove it or give another --out / --archive",
+                       runtime=("finished",) + tuple(derived))
+        return folder
+
+    def _done_folder(self, path: str) -> Optional[Path]:
+        """Job ``path``'s folder if it finished: under the root, else in the archive; else None."""
         for folder in (self.root / path, None if self.archive is None else self.archive / path):
             if folder is not None and (folder / DONE_FILE).is_file():
-                check_same(json.loads((folder / DONE_FILE).read_text()), record,
-                           f"{folder} holds a finished job with other settings than this suite's (another --scale "
-                           "or version?): remove it or give another --out / --archive",
-                           runtime=("finished",) + tuple(derived))
                 return folder
         return None
 
