@@ -1,45 +1,11 @@
 #!/usr/bin/env python3
-"""Where the CPU kernel's direct (time-domain) path stops beating its FFT path
-(tmm/bench/crossover.py): prints a table and the largest length at which the
-direct path is still faster per layout, and writes JSON next to it.
-
-    python scripts/bench_crossover.py [--lengths 8,16,...] [--out DIR]
-"""
-import argparse
+"""The CPU kernel's direct/FFT crossover: thin command line over lab.cli.bench_crossover (usage there, or --help)."""
 import sys
-import time
 from pathlib import Path
 
-import torch
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # lab/; an installed tmm comes first, else the checkout's in-place build
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import tmm  # noqa: E402
-from tmm.bench import crossover  # noqa: E402
-from tmm.files import atomic_write_json, atomic_write_text  # noqa: E402
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lengths", default="8,16,24,32,48,64,96,128,192,256")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--channels", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--out", default=f"bench/results/crossover-{time.strftime('%Y%m%d-%H%M%S')}")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    result = crossover.measure([int(v) for v in args.lengths.split(",")], args.batch, args.channels, args.repeats)
-    text = crossover.table(result)
-    out = Path(args.out)
-    meta = {"batch": args.batch, "channels": args.channels, "threads": args.threads,
-            "torch": torch.__version__, "current_crossover": tmm._C.direct_crossover_length}
-    atomic_write_json(out / "crossover.json", {"config": meta, **result})
-    atomic_write_text(out / "crossover.md", text + "\n")
-    print(text)
-    print(f"\nwritten to {out}/crossover.{{json,md}} (fwd+bwd, float32, B={args.batch}, C={args.channels}, "
-          f"{args.threads} threads; crossover in use: L * K <= {meta['current_crossover']})")
-    return 0
-
+from lab.cli.bench_crossover import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

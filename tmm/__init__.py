@@ -6,11 +6,11 @@ operators under ``torch.ops.tmm``; ``tmm.ops`` and ``tmm.nn`` wrap them.
 ``tmm.text`` the tokenizers.
 
 The other public submodules (``tmm.hf``, ``tmm.train``, ``tmm.tasks``,
-``tmm.experiments``, ...) are attributes too, imported on first use, so that
+``tmm.data``, ...) are attributes too, imported on first use, so that
 ``import tmm`` stays light and ``tmm.hf.from_pretrained`` works without
 ``import tmm.hf``.
 
-The pure-Python parts (``tmm.testing``, ``tmm.bench``, ``tmm.files``, ``tmm.tables``) also
+The pure-Python parts (``tmm.testing``, ``tmm.files``, ``tmm.tables``) also
 work from a source tree whose native module is not built (a machine that
 builds only libtmm_torch, like the GPU check): there ``import tmm`` succeeds,
 and the native parts raise an ImportError saying what is missing. A build
@@ -22,7 +22,7 @@ import torch
 
 _NATIVE = ("io", "models", "nn", "ops", "text", "_C", "__version__", "with_cuda")
 # Imported on first attribute access (PEP 562): their dependencies load only when used.
-_LAZY = ("analysis", "bench", "data", "distill", "distributed", "eval", "experiments", "files", "hf", "progress",
+_LAZY = ("data", "distill", "distributed", "eval", "files", "hf", "progress",
          "tables", "tasks", "testing", "train", "train_checkpoints")
 
 
@@ -70,7 +70,7 @@ def __getattr__(name):
         what = "the native module tmm._C is" if name == "_C" else f"tmm.{name} needs the native module tmm._C, which is"
         raise ImportError(
             f"{what} not built here ({_native_error}); build it with scripts/test.sh or "
-            "pip install --no-build-isolation . (tmm.testing, tmm.bench and tmm.files work without it)"
+            "pip install --no-build-isolation . (tmm.testing and tmm.files work without it)"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -1,6 +1,7 @@
 """The torch.distributed process group as the library reads it (tmm.train,
-tmm.data's loader): the one place that asks for this process's rank.
-Setting a group up for a driver run under torchrun is tmm.experiments.distributed's."""
+tmm.data's loader): the one place that asks for this process's rank. The
+group itself is the caller's (``torch.distributed.init_process_group``, e.g.
+under torchrun)."""
 
 __all__ = ["rank_and_world_size"]
 

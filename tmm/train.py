@@ -1,4 +1,4 @@
-"""A small training loop for the experiment drivers (:mod:`tmm.experiments`).
+"""A small training loop for the experiment drivers (:mod:`lab.experiments`).
 
     task = tmm.tasks.make("copy", n=32)
     model = tmm.models.build(config)

@@ -1,4 +1,4 @@
-"""tmm.bench: the timing loop, the memory probes (of a call and of a block),
+"""lab.bench: the timing loop, the memory probes (of a call and of a block),
 provenance, the report writers, and the operator benchmark on a tiny grid
 (counts and files, not speed: timings are the benchmark scripts' business);
 and tmm.tables' markdown table."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tmm import tables
-from tmm.bench import memory, ops, provenance, report, timing
+from lab.bench import memory, ops, provenance, report, timing
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -158,14 +158,11 @@ def test_floor_bench_tiny(tmp_path, capsys):
     """scripts/bench_ops.py --floor --tiny: the floor benchmark's whole code
     path in seconds (the FFT pair through pyfftw when installed, else
     scipy.fft), with two forced transform sizes."""
-    import importlib.util
+    from lab.cli import bench_ops
 
-    spec = importlib.util.spec_from_file_location("bench_ops_script", REPO / "scripts" / "bench_ops.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     threads = torch.get_num_threads()
     try:
-        assert script.main(["--floor", "--tiny", "--sizes", "12,40", "--out", str(tmp_path)]) == 0
+        assert bench_ops.main(["--floor", "--tiny", "--sizes", "12,40", "--out", str(tmp_path)]) == 0
     finally:
         torch.set_num_threads(threads)
     res = json.loads((tmp_path / "results.json").read_text())

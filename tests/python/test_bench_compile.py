@@ -1,11 +1,11 @@
-"""tmm.bench.compile (scripts/bench_compile.py) in its CPU smoke mode: tiny
+"""lab.bench.compile (scripts/bench_compile.py) in its CPU smoke mode: tiny
 sizes, the aot_eager backend; it runs and writes its table and JSON (no
 timing is asserted: performance lives in the benchmark, run alone)."""
 import json
 
 import pytest
 
-from tmm.bench import compile as bench
+from lab.bench import compile as bench
 
 pytestmark = [pytest.mark.compile, pytest.mark.usefixtures("one_thread")]
 

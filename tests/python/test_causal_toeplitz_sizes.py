@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tmm
-from tmm.bench.floor import size_rule
+from lab.bench.floor import size_rule
 from tmm.testing import causal_toeplitz_backward_reference, causal_toeplitz_dense, causal_toeplitz_fft, make_inputs
 
 op = torch.ops.tmm.causal_toeplitz

@@ -1,4 +1,4 @@
-"""The claims suite (tmm.experiments.claims): the smoke scale end to end,
+"""The claims suite (lab.experiments.claims): the smoke scale end to end,
 resume and skip, the plan and settings errors (each verdict rule on results
 made up for the test: test_claims_verdicts.py)."""
 import dataclasses
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tmm.experiments import claims, operator_index
-from tmm.experiments.claims import ClaimsSettings, run_claims
-from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
-from tmm.experiments.claims import suite as suite_mod
-from tmm.experiments.claims.scales import scale
-from tmm.experiments.claims.suite import DONE_FILE, Suite
-from tmm.experiments.errors import SettingsError
+from lab.experiments import claims, operator_index
+from lab.experiments.claims import ClaimsSettings, run_claims
+from lab.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED
+from lab.experiments.claims import suite as suite_mod
+from lab.experiments.claims.scales import scale
+from lab.experiments.claims.suite import DONE_FILE, Suite
+from lab.experiments.errors import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 VERDICTS = {CONSISTENT, NOT_CONSISTENT, UNTESTED}

@@ -11,12 +11,12 @@ import dataclasses
 
 import pytest
 
-from tmm.experiments.claims import copy_claim
-from tmm.experiments.claims.models import copy_models
-from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT
-from tmm.experiments.claims.results import over_seeds
-from tmm.experiments.claims.scales import SCALES
-from tmm.experiments.claims.suite import Suite
+from lab.experiments.claims import copy_claim
+from lab.experiments.claims.models import copy_models
+from lab.experiments.claims.report import CONSISTENT, NOT_CONSISTENT
+from lab.experiments.claims.results import over_seeds
+from lab.experiments.claims.scales import SCALES
+from lab.experiments.claims.suite import Suite
 
 # The known-answer setting: copy n tokens out of VOCAB, d, layers, steps of batch 8 at lr, seeds.
 N, VOCAB, D, LAYERS, STEPS, LR, SEEDS = 16, 16, 64, 2, 250, 3e-3, (0, 1)

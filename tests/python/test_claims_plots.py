@@ -1,10 +1,10 @@
 """The claims suite's plots: the LM plot's y-axis spans where the models end
-up, not TMM's initial transient (tmm.experiments.claims.report.focus_limits);
+up, not TMM's initial transient (lab.experiments.claims.report.focus_limits);
 an x axis whose curves end far apart is logarithmic (spans_log_x)."""
 import pytest
 
-from tmm.experiments.claims.report import focus_limits, plot_curves, spans_log_x
-from tmm.experiments.claims.results import ModelResult, Pooled
+from lab.experiments.claims.report import focus_limits, plot_curves, spans_log_x
+from lab.experiments.claims.results import ModelResult, Pooled
 
 
 def lm_pooled(label, start, end, steps=20):

@@ -1,4 +1,4 @@
-"""Every verdict rule of the claims suite (tmm.experiments.claims) on results
+"""Every verdict rule of the claims suite (lab.experiments.claims) on results
 made up for the test: each threshold approached from both sides (EPS inside
 and outside, and exactly where the values are exact), ties, and rivals that
 did not run. The rules themselves are in each claim module's docstring."""
@@ -7,12 +7,12 @@ import json
 import pytest
 
 import tmm.models
-from tmm.experiments.claims import (ablation_claim, copy_claim, copy_width, lm_claim, lr_grid, mqar_claim,
+from lab.experiments.claims import (ablation_claim, copy_claim, copy_width, lm_claim, lr_grid, mqar_claim,
                                     retention_claim)
-from tmm.experiments.claims import operator_index_claim as oi_claim
-from tmm.experiments.claims.operator_index_claim import Source
-from tmm.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED, seeds_ran
-from tmm.experiments.claims.results import ModelResult, Pooled, read_compare_job, value_at
+from lab.experiments.claims import operator_index_claim as oi_claim
+from lab.experiments.claims.operator_index_claim import Source
+from lab.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNTESTED, seeds_ran
+from lab.experiments.claims.results import ModelResult, Pooled, read_compare_job, value_at
 from tmm.train import flops_per_token
 
 C, N, U = CONSISTENT, NOT_CONSISTENT, UNTESTED
@@ -351,7 +351,7 @@ def test_mqar_grid_grows_only_while_the_best_could_gain_more_than_the_margin():
 
 
 def test_mqar_task_is_zoologys():
-    from tmm.experiments.claims.scales import SCALES
+    from lab.experiments.claims.scales import SCALES
     import torch
     import tmm.tasks
     s = SCALES["default"]
@@ -441,7 +441,7 @@ def test_retention_missing_runs():
 
 def test_bits_recovered_is_zero_for_a_uniform_guess_and_log2_v_per_token():
     import math
-    from tmm.experiments.retention_model import bits_recovered
+    from lab.experiments.retention_model import bits_recovered
     assert bits_recovered([math.log(16)] * 32, 16) == pytest.approx(0.0, abs=1e-12)
     assert bits_recovered([0.0] + [math.log(16)] * 31, 16) == pytest.approx(4.0)  # one token recovered exactly
     assert bits_recovered([math.log(32)] * 2, 16) == pytest.approx(-2.0)  # worse than uniform: negative

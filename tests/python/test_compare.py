@@ -1,4 +1,4 @@
-"""The comparison driver (tmm.experiments.compare) and tmm.train: a smoke run
+"""The comparison driver (lab.experiments.compare) and tmm.train: a smoke run
 on the tiny configs (every output file exists and parses), the main job's
 defaults (--archs picks the cpu-small configs, --time-budget-min sizes and
 caps the runs), the training loop's numerical guard, and scripts/compare.py
@@ -15,9 +15,9 @@ import torch
 
 import tmm.models
 import tmm.tasks
-from tmm.experiments import budget
-from tmm.experiments.compare import DEFAULT_ARCHS, CompareSettings, run_comparison
-from tmm.experiments.errors import SettingsError
+from lab.experiments import budget
+from lab.experiments.compare import DEFAULT_ARCHS, CompareSettings, run_comparison
+from lab.experiments.errors import SettingsError
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""A 20-step smoke run of the comparison (tmm.experiments.compare) for every
+"""A 20-step smoke run of the comparison (lab.experiments.compare) for every
 architecture on every task (copy, mqar, lm, shards), on the tiny configs: every run
 finishes with finite numbers, and the lm run logs bits per byte from its
 held-out split. The ablation's variants build, run, and are compared under
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import tmm.tasks
-from tmm.experiments import ablation, model_configs
-from tmm.experiments.compare import CompareSettings, run_comparison
-from tmm.experiments.errors import SettingsError
+from lab.experiments import ablation, model_configs
+from lab.experiments.compare import CompareSettings, run_comparison
+from lab.experiments.errors import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["tmm", "transformer", "hyena", "mamba2"]

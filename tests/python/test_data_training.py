@@ -124,7 +124,7 @@ def _metrics(out):
 @pytest.mark.timeout(120)
 def test_sigkilled_compare_on_shards_resumes_to_the_same_curve(shard_dir, tmp_path, restore_threads):
     """scripts/compare.py --task shards, SIGKILLed after its checkpoint of step 10, then --resume."""
-    from tmm.experiments.compare import CompareSettings, run_comparison
+    from lab.experiments.compare import CompareSettings, run_comparison
 
     args = dict(task="shards", task_option=[f"path={shard_dir}", f"seq_len={SEQ}"],
                 configs=[str(REPO / "models" / "tmm-tiny.json")], steps=24, batch_size=4, eval_every=4,

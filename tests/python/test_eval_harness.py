@@ -234,6 +234,7 @@ def test_cli_and_evaluate_script(trained, tasks_dir, tmp_path, capsys, monkeypat
     --only-include-path does), since indexing its built-in tasks takes ~20 s."""
     import lm_eval.tasks
 
+    from lab.cli import evaluate as evaluate_script
     from tmm.eval.__main__ import main as cli
 
     ckpt, _ = trained
@@ -259,11 +260,6 @@ def test_cli_and_evaluate_script(trained, tasks_dir, tmp_path, capsys, monkeypat
     assert written, list((tmp_path / "cli").rglob("*"))
     assert json.loads(written[0].read_text())["results"]["tmm_local_mc"]["acc,none"] >= 0.75
 
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import evaluate as evaluate_script
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
     evaluate_script.main([str(ckpt), "--tasks", "tmm_local_mc,tmm_local_gen", "--include-path", str(tasks_dir),
                           "--only-include-path", "--device", "cpu", "--out", str(tmp_path / "table")])
     table = (tmp_path / "table" / "results.md").read_text()

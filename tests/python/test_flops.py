@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tmm.models
-from tmm.experiments.model_configs import read_config
+from lab.experiments.model_configs import read_config
 from tmm.train import flops_per_token
 
 

@@ -1,6 +1,6 @@
-"""tmm.analysis.fredholm: winding numbers and Fredholm indices of Toeplitz
+"""lab.analysis.fredholm: winding numbers and Fredholm indices of Toeplitz
 symbols on known kernels, robustness near zero, the model analysis, and its
-driver (tmm.experiments.operator_index, scripts/fredholm.py) with the
+driver (lab.experiments.operator_index, scripts/fredholm.py) with the
 initial vectors it compares trained ones against.
 
 Convention under test (module docstring): y = T x, T[t, s] = w[t - s];
@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import tmm.models
-from tmm.analysis import analyse_model, plot_symbols, symbol, to_jsonable, winding_number
-from tmm.experiments import operator_index
-from tmm.experiments.errors import SettingsError
+from lab.analysis import analyse_model, plot_symbols, symbol, to_jsonable, winding_number
+from lab.experiments import operator_index
+from lab.experiments.errors import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The one-shot GPU check (scripts/gpu_check.sh, tmm/bench/gpu_check/) in
+"""The one-shot GPU check (scripts/gpu_check.sh, lab/bench/gpu_check/) in
 its CPU mode: its Python half end to end on a small selection, the deadline
 and a kill mid-run (both leave a readable partial gpu_check.json), the
 verdict logic, and the shell script's dry run and build helpers. .ci/run
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tmm.bench.gpu_check import summary, zoo_step
+from lab.bench.gpu_check import summary, zoo_step
 from tmm.testing import rel_err
 
 REPO = Path(__file__).resolve().parents[2]

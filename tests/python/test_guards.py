@@ -12,7 +12,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 
 import tmm.models
 import tmm.tasks
-from tmm.experiments.compare import CompareSettings, run_comparison
+from lab.experiments.compare import CompareSettings, run_comparison
 from tmm.train import NonFiniteError, TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,7 @@
-"""The package's import graph, read from the source (ast): no cycles, counting
-the imports inside functions too (a deferred import only hides a cycle), and
-no private module (``_name``) imported from outside the package that holds it."""
+"""The package's import graph, read from the source (ast): no cycles between
+modules nor between folders, counting the imports inside functions too (a
+deferred import only hides a cycle); no private module (``_name``) imported
+from outside the package that holds it; nothing of the lab imported."""
 import ast
 from pathlib import Path
 
@@ -39,8 +40,18 @@ def _graph():
         graph[name] = set()
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                graph[name] |= {t for t in _imported(name, is_package, node, modules) if t.split(".")[0] == "tmm"}
+                graph[name] |= {t for t in _imported(name, is_package, node, modules) if t.split(".")[0] in ("tmm", "lab")}
     return graph
+
+
+def _folders(graph):
+    """The graph between the package's folders and top-level modules:
+    tmm.tasks.lm counts as tmm.tasks, tmm.train as itself."""
+    node = lambda m: ".".join(m.split(".")[:2])  # noqa: E731
+    folders = {}
+    for m, targets in graph.items():
+        folders.setdefault(node(m), set()).update(node(t) for t in targets if node(t) != node(m))
+    return folders
 
 
 def _cycles(graph):
@@ -79,6 +90,19 @@ def test_the_package_has_no_import_cycle():
     cycles = _cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(
         " <-> ".join(f"{m} -> {sorted(graph[m] & set(c))}" for m in c) for c in cycles)
+
+
+def test_no_two_folders_import_each_other():
+    folders = _folders(_graph())
+    assert {"tmm.tasks", "tmm.data", "tmm.models", "tmm.nn"} <= set(folders)
+    cycles = _cycles(folders)
+    assert not cycles, "folder-level import cycles: " + "; ".join(
+        " <-> ".join(f"{m} -> {sorted(folders[m] & set(c))}" for m in c) for c in cycles)
+
+
+def test_the_library_does_not_import_the_lab():
+    wrong = sorted(f"{m} imports {t}" for m, targets in _graph().items() for t in targets if t.split(".")[0] == "lab")
+    assert not wrong, wrong
 
 
 def test_a_private_module_is_imported_only_inside_its_package():

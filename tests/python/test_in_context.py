@@ -1,4 +1,4 @@
-"""The claim-3 proxies (tmm.experiments.in_context) on models whose scores
+"""The claim-3 proxies (lab.experiments.in_context) on models whose scores
 are known: an induction oracle, a uniform model, and one whose confidence
 grows with the position."""
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from tmm.experiments.in_context import in_context_scores
+from lab.experiments.in_context import in_context_scores
 
 VOCAB, SEQ, PERIOD = 1000, 64, 8
 

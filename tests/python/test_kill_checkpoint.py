@@ -33,13 +33,12 @@ SEED = 7  # of the kill delays
 
 
 # Reads JSON lines [log path, TMM_CHECKPOINT_WRITE_DELAY_S, *compare.py arguments];
-# forks a life for each, which runs scripts/compare.py as its command line
-# (runpy: as `python scripts/compare.py ARGS` would), answers its pid, then its
-# wait status.
+# forks a life for each, which runs scripts/compare.py's command line
+# (lab.cli.compare.main, as `python scripts/compare.py ARGS` would), answers
+# its pid, then its wait status.
 ZYGOTE = r"""
-import json, os, runpy, sys, traceback
-import tmm.experiments.compare  # what the script imports, imported once
-script = sys.argv[1]
+import json, os, sys, traceback
+from lab.cli.compare import main  # the script's command line, imported once
 for line in sys.stdin:
     log, delay, *argv = json.loads(line)
     pid = os.fork()
@@ -48,10 +47,9 @@ for line in sys.stdin:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.environ["TMM_CHECKPOINT_WRITE_DELAY_S"] = delay
-        sys.argv = [script, *argv]
+        sys.argv = ["compare.py", *argv]  # the program name of its messages
         try:
-            runpy.run_path(script, run_name="__main__")
-            code = 0
+            code = main(argv)
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         except BaseException:
@@ -67,7 +65,7 @@ for line in sys.stdin:
 
 class Zygote:
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, str(REPO / "scripts" / "compare.py")], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], cwd=REPO,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
         self.life = None  # the pid of a life not yet reaped

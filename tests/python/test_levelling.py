@@ -1,4 +1,4 @@
-"""tmm.experiments.levelling: when a loss has levelled off, on made-up
+"""lab.experiments.levelling: when a loss has levelled off, on made-up
 curves (each side of the threshold) and on one real training run."""
 import math
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import tmm.tasks
-from tmm.experiments.levelling import LevelOff, train_until_level
-from tmm.experiments.model_configs import build_model, fit_to_task, read_config
+from lab.experiments.levelling import LevelOff, train_until_level
+from lab.experiments.model_configs import build_model, fit_to_task, read_config
 from tmm.train import TrainConfig
 
 

@@ -1,5 +1,5 @@
-"""The language-modelling task (tmm.tasks.lm), its corpora (tmm.tasks.corpus)
-and its tokenizers (tmm.tasks.lm_tokenizer over tmm.text): labels aligned, a
+"""The language-modelling task (tmm.tasks.lm), its corpora (tmm.data.corpus)
+and its tokenizers (tmm.data.lm_tokenizer over tmm.text): labels aligned, a
 held-out split disjoint from training, determinism, bits per byte, file
 formats (text, JSONL, Parquet), the default corpus."""
 import json
@@ -14,9 +14,9 @@ import torch
 import tmm.models
 import tmm.tasks as tasks
 import tmm.text
-from tmm.tasks import corpus as corpora
-from tmm.tasks.lm import held_out, split_sections
-from tmm.tasks.lm_tokenizer import make_tokenizer
+from tmm.data import corpus as corpora
+from tmm.data.corpus import held_out, split_sections
+from tmm.data.lm_tokenizer import make_tokenizer
 from tmm.train import TrainConfig, train
 
 

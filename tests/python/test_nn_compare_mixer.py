@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tmm.experiments.compare import CompareSettings, run_comparison
-from tmm.experiments.errors import SettingsError
+from lab.experiments.compare import CompareSettings, run_comparison
+from lab.experiments.errors import SettingsError
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = str(REPO / "models" / "tmm-tiny.json")
@@ -81,19 +81,16 @@ def test_mixer_settings_errors(tmp_path, user_package):
 
 
 def test_script_has_the_mixer_flags():
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import compare as script
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-    s = script.parse_args(["--mixer", "a.B", "--mixer-kwargs", '{"k": 1}', "--mixer-inputs", "l_max,layer_idx",
+    from lab.cli import compare
+
+    s = compare.parse_args(["--mixer", "a.B", "--mixer-kwargs", '{"k": 1}', "--mixer-inputs", "l_max,layer_idx",
                            "--mixer-base", "hyena-tiny", "--steps", "1"])
     assert (s.mixer, s.mixer_kwargs, s.mixer_inputs, s.mixer_base) == ("a.B", '{"k": 1}', "l_max,layer_idx",
                                                                          "hyena-tiny")
 
 
 def test_skeleton_takes_final_norm_and_a_tmm_init():
-    from tmm.experiments.model_configs import build_model, mixer_config
+    from lab.experiments.model_configs import build_model, mixer_config
 
     base = {"arch": "tmm", "vocab_size": 11, "d_model": 8, "n_layers": 2, "max_len": 16, "final_norm": True,
             "init": "scaled"}

@@ -10,9 +10,9 @@ import torch
 import tmm.models
 import tmm.tasks
 from tmm import train_checkpoints
-from tmm.experiments import compare
-from tmm.experiments.compare import CompareSettings, run_comparison
-from tmm.experiments.errors import SettingsError
+from lab.experiments import compare
+from lab.experiments.compare import CompareSettings, run_comparison
+from lab.experiments.errors import SettingsError
 from tmm.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Information extraction and capacity (tmm.experiments.retention and its
+"""Information extraction and capacity (lab.experiments.retention and its
 models, scripts/retention.py): what is frozen stays frozen, the bottleneck is
 the only path, a smoke run of the driver writes its report, and the script
 runs it from its command line."""
@@ -15,9 +15,9 @@ import torch
 
 import tmm.models
 import tmm.tasks
-from tmm.experiments.errors import SettingsError
-from tmm.experiments.retention import RetentionSettings, run_retention
-from tmm.experiments.retention_model import Autoencoder, BottleneckDecoder, RegenerateTask, position_accuracy
+from lab.experiments.errors import SettingsError
+from lab.experiments.retention import RetentionSettings, run_retention
+from lab.experiments.retention_model import Autoencoder, BottleneckDecoder, RegenerateTask, position_accuracy
 from tmm.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The authors' mode of the retention harness (tmm.experiments.retention,
+"""The authors' mode of the retention harness (lab.experiments.retention,
 mode "authors"): the unroll bottleneck against an independent rendering of
 its formula, the raw last block's state at position -2, the masked-mixer
 decoder, what is trained in each experiment, the mode's defaults and
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import tmm.models
-from tmm.experiments.errors import SettingsError
-from tmm.experiments.retention import MODE_DEFAULTS, RetentionSettings, run
-from tmm.experiments.retention_model import (Autoencoder, MaskedMixerDecoder, UnrollBottleneck, last_block_states,
+from lab.experiments.errors import SettingsError
+from lab.experiments.retention import MODE_DEFAULTS, RetentionSettings, run
+from lab.experiments.retention_model import (Autoencoder, MaskedMixerDecoder, UnrollBottleneck, last_block_states,
                                              python_twin, state_source, unroll_indices)
 from tmm.nn import SequenceModel
 from tmm.testing import assert_close

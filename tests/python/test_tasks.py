@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import tmm.tasks as tasks
-from tmm.tasks.corpus import default_corpus
+from tmm.data.corpus import default_corpus
 
 IGNORE = tasks.IGNORE_INDEX
 

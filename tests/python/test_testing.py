@@ -120,7 +120,7 @@ def test_ops_reference_is_the_same_definition():
 
 
 IMPORT_WITHOUT_NATIVE = """
-import torch, tmm, tmm.testing as t, tmm.bench.timing, tmm.bench.report, tmm.files, tmm.tables
+import torch, tmm, tmm.testing as t, lab.bench.timing, lab.bench.report, tmm.files, tmm.tables
 x, w, b, gy = t.make_inputs(2, 9, 4, 2, 1, seed=0)
 assert t.rel_err(t.causal_toeplitz_fft(x, w, b), t.causal_toeplitz_dense(x, w, b)) < 1e-5
 assert not hasattr(torch.ops.tmm, "causal_toeplitz"), "nothing registered without the native module"
@@ -137,10 +137,12 @@ print("ok")
 
 def test_import_without_the_native_build(tmp_path):
     """A source tree with no build (no tmm._C, no _build_info): the pure-Python
-    parts work and the native ones say what is missing."""
+    parts (and the lab's timing and reports, for the GPU check) work and the
+    native ones say what is missing."""
     tree = tmp_path / "src"
-    shutil.copytree(REPO / "tmm", tree / "tmm",
-                    ignore=shutil.ignore_patterns("*.so", "*.so.*", "_build_info.py", "__pycache__"))
+    for package in ("tmm", "lab"):
+        shutil.copytree(REPO / package, tree / package,
+                        ignore=shutil.ignore_patterns("*.so", "*.so.*", "_build_info.py", "__pycache__"))
     run = subprocess.run([sys.executable, "-c", IMPORT_WITHOUT_NATIVE], cwd=tmp_path, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(tree)}, timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]

@@ -76,8 +76,8 @@ def test_bad_accumulation_is_refused():
 
 def test_compare_grad_accum_flag(tmp_path, restore_threads):
     """scripts/compare.py --grad-accum: the same curve to float rounding; a batch that does not divide is refused."""
-    from tmm.experiments.compare import CompareSettings, run_comparison
-    from tmm.experiments.errors import SettingsError
+    from lab.experiments.compare import CompareSettings, run_comparison
+    from lab.experiments.errors import SettingsError
 
     args = dict(task="copy", n=4, configs=[str(REPO / "models" / "tmm-tiny.json")], steps=6, batch_size=8,
                 eval_every=3, eval_batches=1, threads=1, no_progress=True, no_plots=True)

@@ -118,7 +118,7 @@ def test_tokens_per_second_and_mfu_per_interval(restore_threads):
 
 
 def test_step_timing_counts_micro_batches(restore_threads):
-    from tmm.experiments import budget
+    from lab.experiments import budget
 
     task = tmm.tasks.make("copy", n=8)
     cfg = tiny_config(task)
@@ -174,8 +174,8 @@ def test_fsdp2_on_two_gloo_processes_equals_ddp(tmp_path, restore_threads):
 
 
 def test_paper_recipe_settings():
-    from tmm.experiments.compare import CompareSettings
-    from tmm.experiments.errors import SettingsError
+    from lab.experiments.compare import CompareSettings
+    from lab.experiments.errors import SettingsError
 
     s = CompareSettings(recipe="paper", task_option=["path=shards/"], device="cpu").checked()
     assert s.task == "shards" and s.configs == ["tmm-paper", "transformer-paper", "hyena-paper", "mamba2-paper"]
@@ -188,18 +188,12 @@ def test_paper_recipe_settings():
 
 
 def test_paper_recipe_dry_run_prints_the_estimate(tmp_path, capsys, restore_threads):
-    import sys
-
+    from lab.cli import compare as compare_script
     from tmm.data import prepare_corpus
 
     (tmp_path / "c.txt").write_text("".join(f"Line {i} of the text, and more of it.\n" for i in range(2000)))
     prepare_corpus(tmp_path / "c.txt", tmp_path / "s", section_bytes=1024, workers=1, progress=False,
                    log=lambda _: None)
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import compare as compare_script
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
     code = compare_script.main(["--recipe", "paper", "--task-option", f"path={tmp_path / 's'}", "--configs",
                                 "tmm-tiny", "--task-option", "seq_len=64", "--batch-size", "4", "--steps", "1000",
                                 "--threads", "1", "--out", str(tmp_path / "out"), "--dry-run"])

@@ -4,7 +4,7 @@ parallel worker processes, resumable after a kill.
     manifest = prepare_corpus("fineweb-edu/", "shards/", tokenizer="bpe", vocab=8192, workers=8)
 
 The corpus (a text / JSONL / Parquet file or a folder of them, read with
-:func:`tmm.tasks.corpus.iter_documents`) is cut into sections exactly as the
+:func:`tmm.data.corpus.iter_documents`) is cut into sections exactly as the
 ``lm`` task cuts it (:func:`tmm.tasks.lm.split_sections`: documents joined
 by a blank line, sections of at most ``section_bytes``), and section i is
 held out when ``i % stride == stride - 1`` (``stride = round(1 /
@@ -37,8 +37,7 @@ from pathlib import Path
 
 from ..files import atomic_write_json, atomic_write_text
 from ..progress import Progress
-from ..tasks.corpus import _corpus_files, default_corpus, iter_documents
-from ..tasks.lm import held_out, split_sections
+from .corpus import _corpus_files, default_corpus, held_out, iter_documents, split_sections
 from . import shard_format
 from .manifest import MANIFEST, TOKENIZER, read_manifest, shard_name
 
@@ -152,7 +151,7 @@ def _tokenizer_json(tokenizer, vocab, out, corpus, settings, log):
     elif saved.is_file() and (out / MANIFEST).is_file():
         return saved.read_text(encoding="utf-8")  # a restart: the BPE of the first run
     else:
-        from ..tasks.lm_tokenizer import make_tokenizer
+        from .lm_tokenizer import make_tokenizer
 
         sample, size = [], 0
         for i, s in _sections(corpus, settings["max_bytes"], settings["section_bytes"]):

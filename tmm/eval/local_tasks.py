@@ -30,7 +30,7 @@ VERSE_TASKS = ("verse_choice", "verse_next_word", "verse_ppl")
 
 def held_out_lines(text: str, section_bytes: int = 16384, eval_fraction: float = 0.05, min_words: int = 8):
     """The lines of at least ``min_words`` words in the ``lm`` task's held-out sections of ``text``."""
-    from ..tasks.lm import split_sections
+    from ..data.corpus import split_sections
 
     stride = round(1 / eval_fraction)
     lines = []
@@ -45,7 +45,7 @@ def write_verse_tasks(folder, text: str | None = None, n: int = 200, seed: int =
     """Writes verses.jsonl and the three task YAMLs into ``folder`` (from ``text``, default: the default
     corpus); returns the folder, an lm-eval include path."""
     if text is None:
-        from ..tasks.corpus import default_corpus
+        from ..data.corpus import default_corpus
 
         text = Path(default_corpus()).read_text(encoding="utf-8")
     folder = Path(folder)

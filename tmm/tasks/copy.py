@@ -29,7 +29,7 @@ Options (``tmm.tasks.make("copy", **options)``):
   Use it to keep some low ids free (e.g. for special tokens) or to put the
   symbols anywhere inside a larger model vocabulary; the model's
   ``vocab_size`` must be at least ``task.vocab_size``.
-- ``path`` (str, default: the default corpus of :mod:`tmm.tasks.corpus`):
+- ``path`` (str, default: the default corpus of :mod:`tmm.data.corpus`):
   the text file for ``source="text"`` (read through a memory map; must hold
   at least n bytes).
 
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from . import IGNORE_INDEX, Task, check_batch_args, resolve_options
-from .corpus import default_corpus
+from ..data.corpus import default_corpus
 
 DEFAULTS = {"n": 64, "vocab": 16, "offset": 0, "source": "random", "path": None}
 

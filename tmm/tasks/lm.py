@@ -7,7 +7,7 @@ of a tokenised corpus, with a deterministic held-out split.
     ids, labels = task.eval_batch(16, g)                  # held-out windows
     bpb = task.bits_per_byte(mean_loss, [(ids, labels)])  # from the mean loss in nats per token
 
-The corpus (:mod:`tmm.tasks.corpus`) is read as documents; each document, with
+The corpus (:mod:`tmm.data.corpus`) is read as documents; each document, with
 ``"\\n\\n"`` appended when there are several, is cut into sections of at most
 ``section_bytes`` UTF-8 bytes (at the last newline in the second half of the
 section when there is one, never inside a character). Section i (counted
@@ -30,7 +30,7 @@ With the byte tokeniser it is ``loss / ln 2``.
 
 Options (``tmm.tasks.make("lm", **options)``):
 
-- ``corpus`` (str, default None: :func:`tmm.tasks.corpus.default_corpus`, the
+- ``corpus`` (str, default None: :func:`tmm.data.corpus.default_corpus`, the
   King James Bible from Debian packages): a text, JSONL or Parquet file, or
   a folder of them.
 - ``tokenizer`` (``"byte"``, default, or ``"bpe"``).
@@ -46,8 +46,8 @@ import numpy as np
 import torch
 
 from . import IGNORE_INDEX, Task, check_batch_args, resolve_options
-from .corpus import default_corpus, read_documents
-from .lm_tokenizer import make_tokenizer
+from ..data.corpus import default_corpus, held_out, read_documents, split_sections
+from ..data.lm_tokenizer import make_tokenizer
 
 DEFAULTS = {
     "corpus": None, "tokenizer": "byte", "vocab": 1024, "seq_len": 128,
@@ -55,32 +55,9 @@ DEFAULTS = {
 }
 
 
-def split_sections(data: bytes, section_bytes: int) -> list:
-    """``data`` cut into pieces of at most ``section_bytes`` bytes, at the last
-    newline in each piece's second half when there is one, else at the limit
-    moved back to the start of a UTF-8 character. Joined, they give ``data``."""
-    out, start, n = [], 0, len(data)
-    while start < n:
-        end = min(start + section_bytes, n)
-        if end < n:
-            cut = data.rfind(b"\n", start + section_bytes // 2, end)
-            if cut >= 0:
-                end = cut + 1
-            else:
-                while end > start + 1 and (data[end] & 0xC0) == 0x80:  # a continuation byte
-                    end -= 1
-        out.append(data[start:end])
-        start = end
-    return out
-
-
-def held_out(index: int, stride: int) -> bool:
-    return index % stride == stride - 1
-
-
 class BitsPerByte:
     """Bits per byte for a task whose ``tokenizer`` (an
-    :class:`~tmm.tasks.lm_tokenizer.LMTokenizer`) knows each token's bytes
+    :class:`~tmm.data.lm_tokenizer.LMTokenizer`) knows each token's bytes
     (``lm``, ``shards``)."""
 
     def bytes_per_token(self, labels) -> float:

@@ -27,7 +27,7 @@ import torch
 
 from . import Task, check_batch_args, resolve_options
 from .lm import BitsPerByte
-from .lm_tokenizer import LMTokenizer
+from ..data.lm_tokenizer import LMTokenizer
 
 DEFAULTS = {"path": None, "seq_len": 128, "seed": 0}
 

@@ -1,0 +1,361 @@
+"""The floor benchmark of the CPU op (``scripts/bench_ops.py --floor``):
+tmm's causal Toeplitz against what the hardware can do, measured in one run.
+
+    res = floor.run(FloorConfig(...), out_dir)
+
+Per length L (B x L x C, float32, G = K = 1, torch's threads):
+  - the FFT floor: one real-to-complex + complex-to-real transform pair of
+    size 2L over all B*C columns laid out contiguously (the transforms a
+    fused forward must at least do; a forward+backward needs about 2.5
+    such pairs), through FFTW (pyfftw, FFTW_MEASURE, the same threads) when
+    pyfftw is importable, else through scipy.fft (pocketfft) and said so.
+    FFTW is GPL: the benchmark imports it, the library never does;
+  - memcpy: a copy of x (B*L*C values), its time and bandwidth (the
+    smallest memory traffic of a forward reads x and writes y: 1 copy);
+  - tmm forward and forward+backward (autograd: grad of x and weight).
+Ratios: fwd / pair (target <= 1.3), fwd+bwd / 2.5 pairs (target <= 1.5).
+
+The smooth-L sweep (L from sweep_lo to sweep_hi in steps of sweep_step):
+tmm forward with the transform-size rule (TMM_CPU_FFT_SIZE unset: the cost
+model over sizes 4 * 2^a 3^b 5^c) and with powers of two only (pow2, the
+rule before mixed radix), side by side, and the largest ratio between
+neighbouring lengths (a power-of-two rule jumps ~2x past each power of two).
+
+Outputs: results.json (rewritten as it grows), table.md, plot.png.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+
+from . import provenance
+from tmm.files import atomic_write_text
+from tmm.tables import markdown_table
+from .report import LiveJson, pyplot, save_plot
+from .timing import time_calls
+
+__all__ = ["FloorConfig", "run", "fft_pair", "size_rule"]
+
+FWD_TARGET = 1.3  # x one pair
+FWDBWD_TARGET = 1.5  # x 2.5 pairs
+PAIRS_FWDBWD = 2.5
+
+
+@dataclasses.dataclass
+class FloorConfig:
+    lengths: List[int] = dataclasses.field(
+        default_factory=lambda: [256, 512, 1024, 1025, 2048, 2049, 4096, 4097, 8192, 16384, 32768, 65536])
+    batch: int = 4
+    channels: int = 512
+    repeats: int = 5
+    warmup: int = 1
+    cell_budget: float = 20.0  # seconds per timed cell
+    sweep: bool = True
+    sweep_lo: int = 1000
+    sweep_hi: int = 5000
+    sweep_step: int = 100
+    sweep_batch: int = 4
+    sweep_channels: int = 256
+    sizes: List[int] = dataclasses.field(default_factory=list)  # forced sizes to time (calibration)
+    floor_lib: str = "auto"  # auto (fftw if importable), fftw, scipy
+    planner: str = "FFTW_MEASURE"
+    seed: int = 0
+
+
+@contextlib.contextmanager
+def size_rule(rule: Optional[str]):
+    """TMM_CPU_FFT_SIZE set to `rule` (None: unset) inside the block."""
+    old = os.environ.get("TMM_CPU_FFT_SIZE")
+    if rule is None:
+        os.environ.pop("TMM_CPU_FFT_SIZE", None)
+    else:
+        os.environ["TMM_CPU_FFT_SIZE"] = rule
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TMM_CPU_FFT_SIZE", None)
+        else:
+            os.environ["TMM_CPU_FFT_SIZE"] = old
+
+
+def floor_library(name: str) -> str:
+    if name not in ("auto", "fftw", "scipy"):
+        raise ValueError(f"floor_lib {name!r}: use auto, fftw or scipy")
+    if name in ("auto", "fftw"):
+        try:
+            import pyfftw  # noqa: F401
+            return "fftw"
+        except ImportError:
+            if name == "fftw":
+                raise
+    import scipy.fft  # noqa: F401
+    return "scipy"
+
+
+def fft_pair(lib: str, rows: int, n: int, threads: int, planner: str = "FFTW_MEASURE",
+             plan_limit_s: float = 20.0) -> Callable[[], Any]:
+    """A call doing one r2c + c2r pair of size n over `rows` contiguous
+    float32 columns (FFTW: planned with `planner`, at most plan_limit_s
+    seconds per plan)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if lib == "fftw":
+        import pyfftw
+
+        a = pyfftw.empty_aligned((rows, n), dtype="float32")
+        spec = pyfftw.empty_aligned((rows, n // 2 + 1), dtype="complex64")
+        back = pyfftw.empty_aligned((rows, n), dtype="float32")
+        fwd = pyfftw.FFTW(a, spec, axes=(1,), direction="FFTW_FORWARD", flags=(planner,), threads=threads,
+                          planning_timelimit=plan_limit_s)
+        inv = pyfftw.FFTW(spec, back, axes=(1,), direction="FFTW_BACKWARD", flags=(planner, "FFTW_DESTROY_INPUT"),
+                          threads=threads, planning_timelimit=plan_limit_s)
+        a[:] = rng.standard_normal((rows, n), dtype=np.float32)
+
+        def call():
+            fwd()
+            inv()
+        return call
+    import scipy.fft
+
+    a = rng.standard_normal((rows, n), dtype=np.float32)
+
+    def call():
+        return scipy.fft.irfft(scipy.fft.rfft(a, axis=1, workers=threads), n=n, axis=1, workers=threads)
+    return call
+
+
+def _ms(t: Dict[str, Any]) -> Optional[float]:
+    return t.get("min_ms") if t.get("status") == "ok" else None
+
+
+def _time(call, cfg: FloorConfig) -> Dict[str, Any]:
+    return time_calls(call, warmup=cfg.warmup, repeats=cfg.repeats, budget_s=cfg.cell_budget)
+
+
+def _op_calls(B: int, L: int, C: int, seed: int):
+    import tmm  # noqa: F401  (registers torch.ops.tmm)
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, L, C, generator=g)
+    w = torch.randn(1, 1, L, generator=g) / L ** 0.5
+    gy = torch.randn(B, L, C, generator=g)
+    op = torch.ops.tmm.causal_toeplitz
+
+    def fwd():
+        return op(x, w, None)
+
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+
+    def fwdbwd():
+        y = op(xg, wg, None)
+        return torch.autograd.grad(y, (xg, wg), gy)
+    return x, fwd, fwdbwd
+
+
+def measure_length(cfg: FloorConfig, L: int, lib: str, threads: int) -> Dict[str, Any]:
+    B, C = cfg.batch, cfg.channels
+    rec: Dict[str, Any] = {"L": L, "B": B, "C": C}
+    x, fwd, fwdbwd = _op_calls(B, L, C, cfg.seed)
+    dst = torch.empty_like(x)
+    mc = _time(lambda: dst.copy_(x), cfg)
+    rec["memcpy"] = mc
+    if _ms(mc):
+        rec["memcpy_gbs"] = 2 * x.numel() * x.element_size() / (_ms(mc) * 1e-3) / 1e9  # read + write
+    t0 = time.perf_counter()
+    pair = fft_pair(lib, B * C, 2 * L, threads, cfg.planner)
+    rec["plan_s"] = time.perf_counter() - t0
+    rec["pair"] = _time(pair, cfg)
+    del pair
+    rec["fwd"] = _time(fwd, cfg)
+    rec["fwdbwd"] = _time(fwdbwd, cfg)
+    p, f, fb = _ms(rec["pair"]), _ms(rec["fwd"]), _ms(rec["fwdbwd"])
+    rec["fwd_vs_pair"] = f / p if p and f else None
+    rec["fwdbwd_vs_pairs"] = fb / (PAIRS_FWDBWD * p) if p and fb else None
+    return rec
+
+
+def measure_sweep(cfg: FloorConfig) -> List[Dict[str, Any]]:
+    rows = []
+    for L in range(cfg.sweep_lo, cfg.sweep_hi + 1, cfg.sweep_step):
+        _, fwd, _ = _op_calls(cfg.sweep_batch, L, cfg.sweep_channels, cfg.seed)
+        rec: Dict[str, Any] = {"L": L}
+        for key, rule in (("auto", None), ("pow2", "pow2")):
+            with size_rule(rule):
+                rec[key] = _time(fwd, cfg)
+        rows.append(rec)
+    return rows
+
+
+# Sizes for the cost model's calibration (fft_size.cpp): every pass mix.
+CALIBRATION_SIZES = [512, 640, 720, 768, 800, 960, 1024, 1080, 1200, 1280, 1440, 1500, 1600, 1800, 1920, 2000, 2048,
+                     2160, 2400, 2560, 2880, 3000, 3072, 3200, 3600, 3840, 4000, 4096, 4320, 4800, 5120, 5760, 6000,
+                     6144, 6400, 7200, 7680, 8000, 8192, 8640, 9000, 9600, 10240]
+
+
+def passes_of(n: int) -> Dict[str, int]:
+    """LaneFft's passes after the first radix-4 one (fft.h): radix 4s, 5s, 3s, a last 2."""
+    rest, c = n // 4, {2: 0, 3: 0, 5: 0}
+    for p in (2, 3, 5):
+        while rest % p == 0:
+            rest //= p
+            c[p] += 1
+    if rest != 1 or n % 4:
+        raise ValueError(f"{n} is not 4 * 2^a 3^b 5^c")
+    return {"r4": c[2] // 2, "r2": c[2] % 2, "r3": c[3], "r5": c[5]}
+
+
+def measure_sizes(cfg: FloorConfig, sizes: List[int]) -> Dict[str, Any]:
+    """Forward at L = n/2 with the size forced to n, per n; the per-row
+    costs fitted by least squares (ms / (B*C/32 tiles * n) against the pass
+    counts), relative to a radix-4 pass: the constants of fft_size.cpp."""
+    import numpy as np
+
+    import tmm
+
+    rows = []
+    for n in sizes:
+        _, fwd, _ = _op_calls(cfg.sweep_batch, n // 2, cfg.sweep_channels, cfg.seed)
+        with size_rule(str(n)), tmm.ops.path("fft"):
+            t = _time(fwd, cfg)
+        rows.append({"n": n, **passes_of(n), "fwd": t})
+    ok = [r for r in rows if _ms(r["fwd"])]
+    tiles = cfg.sweep_batch * max(1, cfg.sweep_channels // 32)
+    A = np.array([[1.0, r["r4"], r["r2"], r["r3"], r["r5"]] for r in ok])
+    y = np.array([_ms(r["fwd"]) / (tiles * r["n"]) for r in ok])
+    fit = None
+    if len(ok) >= 5:
+        coef = np.linalg.lstsq(A, y, rcond=None)[0]
+        fit = {k: float(v / coef[1]) for k, v in zip(("fixed", "r4", "r2", "r3", "r5"), coef)}
+        fit["ns_per_row_r4"] = float(coef[1] * 1e6)
+    return {"rows": rows, "fit": fit}
+
+
+def _jumps(rows: List[Dict[str, Any]], key: str) -> Optional[float]:
+    ms = [_ms(r[key]) for r in rows]
+    steps = [b / a for a, b in zip(ms, ms[1:]) if a and b]
+    return max(steps) if steps else None
+
+
+def _f(v: Optional[float], fmt: str = "{:.2f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def tables(res: Dict[str, Any]) -> str:
+    env = res["env"]
+    lines = [f"CPU: {env.get('cpu_model')} ({env.get('cpu_count')} cores, tmm variant {res.get('tmm_capability')}); "
+             f"B={res['config']['batch']} C={res['config']['channels']} float32 G=K=1, {env.get('threads')} threads; "
+             f"floor: {res['floor_lib']}" + (f" {res['config']['planner']}" if res["floor_lib"] == "fftw" else "")
+             + "; min of the timed calls", ""]
+    head = ["L", "pair ms", "memcpy ms", "memcpy GB/s", "fwd ms", "fwd/pair", "fwd+bwd ms", "fwd+bwd/2.5 pairs"]
+    rows = []
+    for r in res["lengths"]:
+        rows.append([r["L"], _f(_ms(r["pair"])), _f(_ms(r["memcpy"])), _f(r.get("memcpy_gbs"), "{:.1f}"),
+                     _f(_ms(r["fwd"])), _f(r["fwd_vs_pair"]), _f(_ms(r["fwdbwd"])), _f(r["fwdbwd_vs_pairs"])])
+    lines.append(markdown_table(head, rows))
+    v = res["verdicts"]
+    lines += ["", f"fwd <= {FWD_TARGET}x one pair: {'met' if v['fwd_met'] else 'missed'} (worst {_f(v['fwd_worst'])}x); "
+              f"fwd+bwd <= {FWDBWD_TARGET}x 2.5 pairs: {'met' if v['fwdbwd_met'] else 'missed'} "
+              f"(worst {_f(v['fwdbwd_worst'])}x)"]
+    if res.get("sizes"):
+        fit = res["sizes"]["fit"]
+        lines += ["", "Forced transform sizes (forward, L = n/2, sweep B and C): ms and the passes after the first", ""]
+        lines.append(markdown_table(["n", "r4", "r5", "r3", "r2", "fwd ms", "ms per 1000 rows"],
+                                    [[r["n"], r["r4"], r["r5"], r["r3"], r["r2"], _f(_ms(r["fwd"])),
+                                      _f(_ms(r["fwd"]) * 1000 / r["n"] if _ms(r["fwd"]) else None, "{:.3f}")]
+                                     for r in res["sizes"]["rows"]]))
+        if fit:
+            lines += ["", "fitted per-row costs relative to a radix-4 pass: " +
+                      ", ".join(f"{k} {v:.2f}" for k, v in fit.items() if k != "ns_per_row_r4")]
+    if res.get("sweep"):
+        c = res["config"]
+        lines += ["", f"Smooth-L sweep: forward, B={c['sweep_batch']} C={c['sweep_channels']}, "
+                  "ms with the size rule (auto) and with powers of two only (pow2)", ""]
+        srows = [[r["L"], _f(_ms(r["auto"])), _f(_ms(r["pow2"])),
+                  _f(_ms(r["pow2"]) / _ms(r["auto"]) if _ms(r["pow2"]) and _ms(r["auto"]) else None)]
+                 for r in res["sweep"]]
+        lines.append(markdown_table(["L", "auto ms", "pow2 ms", "pow2/auto"], srows))
+        lines += ["", f"largest step between neighbouring L: auto {_f(res['sweep_jump_auto'])}x, "
+                  f"pow2 {_f(res['sweep_jump_pow2'])}x"]
+    return "\n".join(lines)
+
+
+def plot(res: Dict[str, Any], path: Path) -> Optional[str]:
+    plt = pyplot()
+    if plt is None:
+        return "no plot: matplotlib is missing"
+    fig, axes = plt.subplots(1, 2 if res.get("sweep") else 1, figsize=(12 if res.get("sweep") else 6, 4.5),
+                             squeeze=False)
+    ax = axes[0][0]
+    Ls = [r["L"] for r in res["lengths"]]
+    for key, label, scale in (("pair", "floor: 1 pair", 1.0), ("pair", "2.5 pairs", PAIRS_FWDBWD),
+                              ("fwd", "tmm fwd", 1.0), ("fwdbwd", "tmm fwd+bwd", 1.0), ("memcpy", "memcpy x", 1.0)):
+        ys = [(_ms(r[key]) or float("nan")) * scale for r in res["lengths"]]
+        ax.plot(Ls, ys, marker="o", label=label, linestyle="--" if key in ("pair", "memcpy") else "-")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("L")
+    ax.set_ylabel("ms (min)")
+    ax.set_title(f"floor ({res['floor_lib']}) vs tmm")
+    ax.legend(fontsize=8)
+    if res.get("sweep"):
+        ax = axes[0][1]
+        Ls = [r["L"] for r in res["sweep"]]
+        for key in ("auto", "pow2"):
+            ax.plot(Ls, [_ms(r[key]) or float("nan") for r in res["sweep"]], marker=".", label=f"tmm fwd, {key} sizes")
+        ax.set_xlabel("L")
+        ax.set_ylabel("ms (min)")
+        ax.set_title("smooth-L sweep")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_plot(fig, path)
+    return None
+
+
+def run(cfg: FloorConfig, out_dir: Path, progress: bool = True, do_plot: bool = True, repo=None) -> Dict[str, Any]:
+    import tmm
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lib = floor_library(cfg.floor_lib)
+    threads = torch.get_num_threads()
+    live = LiveJson(out_dir / "results.json", {
+        "schema": "tmm.bench_floor/1", "config": dataclasses.asdict(cfg), "env": provenance.environment("cpu"),
+        "git": provenance.git(repo), "floor_lib": lib, "tmm_capability": tmm.ops.cpu_capability()})
+    t_start = time.perf_counter()
+    with size_rule(None):
+        for L in cfg.lengths:
+            rec = measure_length(cfg, L, lib, threads)
+            live.add("lengths", rec)
+            if progress:
+                print(f"floor L={L}: pair {_f(_ms(rec['pair']))} ms, fwd {_f(_ms(rec['fwd']))} ms "
+                      f"({_f(rec['fwd_vs_pair'])}x), fwd+bwd {_f(_ms(rec['fwdbwd']))} ms "
+                      f"({_f(rec['fwdbwd_vs_pairs'])}x 2.5 pairs)", flush=True)
+    recs = live.data.get("lengths", [])
+    fw = [r["fwd_vs_pair"] for r in recs if r["fwd_vs_pair"]]
+    fb = [r["fwdbwd_vs_pairs"] for r in recs if r["fwdbwd_vs_pairs"]]
+    live.set("verdicts", {"fwd_worst": max(fw) if fw else None, "fwd_met": bool(fw) and max(fw) <= FWD_TARGET,
+                          "fwdbwd_worst": max(fb) if fb else None,
+                          "fwdbwd_met": bool(fb) and max(fb) <= FWDBWD_TARGET})
+    if cfg.sizes:
+        live.set("sizes", measure_sizes(cfg, cfg.sizes))
+        if progress:
+            print(f"size calibration: {live.data['sizes']['fit']}", flush=True)
+    if cfg.sweep:
+        sweep = measure_sweep(cfg)
+        live.set("sweep", sweep)
+        live.set("sweep_jump_auto", _jumps(sweep, "auto"))
+        live.set("sweep_jump_pow2", _jumps(sweep, "pow2"))
+    live.set("wall_s", time.perf_counter() - t_start)
+    live.finish()
+    table = tables(live.data)
+    atomic_write_text(out_dir / "table.md", table + "\n")
+    note = plot(live.data, out_dir / "plot.png") if do_plot else None
+    return {"results": live.data, "table": table, "plot_note": note}
