@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
-#include <torch/library.h>
 #include <torch/nn/init.h>
 
 #include "models/config_reader.h"
@@ -13,6 +12,7 @@
 #include "models/layers.h"
 #include "models/online_toeplitz.h"
 #include "models/registry.h"
+#include "ops/mixer_parts.h"
 #include "tmm/ops.h"
 
 namespace tmm::models {
@@ -98,76 +98,6 @@ HyenaFilterImpl::HyenaFilterImpl(const HyenaConfig& c) : c_(c) {
   D = register_parameter("D", at::randn({c.d_model}));
 }
 
-constexpr double kPi = 3.14159265358979323846;
-
-namespace {
-
-// Positions are computed in float32 (float64 for a float64 filter): bf16
-// cannot even count to 512.
-at::TensorOptions feature_options(const at::Tensor& like) {
-  return like.options().dtype(like.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-}
-
-// t_p = p / (max_len - 1): the first of the positional features and the
-// time of the decay (safari's linspace(0, 1, max_len)[:L]).
-at::Tensor normalized_time(int64_t L, int64_t max_len, const at::TensorOptions& opt) {
-  const at::Tensor p = at::arange(L, opt);
-  return max_len > 1 ? p / double(max_len - 1) : p * 0.0;  // L
-}
-
-at::Tensor positional_features(int64_t L, int64_t max_len, int64_t emb_dim, const at::TensorOptions& opt) {
-  const int64_t bands = (emb_dim - 1) / 2;
-  const at::Tensor t = normalized_time(L, max_len, opt).unsqueeze(1);                    // L x 1
-  const at::Tensor w = at::arange(L, opt).unsqueeze(1) * (2.0 * kPi / double(max_len));  // L x 1
-  const at::Tensor f = at::linspace(1e-4, double(bands - 1), bands, opt).unsqueeze(0);  // 1 x bands
-  const at::Tensor fw = w * f;                                                           // L x bands
-  return at::cat({t, at::cos(fw), -at::sin(fw)}, 1);                                     // L x emb_dim
-}
-
-at::Tensor decay(int64_t L, int64_t max_len, int64_t d, bool modulate, const at::TensorOptions& opt) {
-  if (!modulate) return at::ones({L, d}, opt);
-  // Channel c decays to 1e-2 at t between 1.5 (slowest, c = 0) and 0.3 (fastest, c = d-1).
-  const double target = 1e-2, fast_decay_pct = 0.3, slow_decay_pct = 1.5;
-  const double max_decay = std::log(target) / fast_decay_pct, min_decay = std::log(target) / slow_decay_pct;
-  const at::Tensor deltas = at::linspace(min_decay, max_decay, d, opt).abs();  // d
-  const at::Tensor t = normalized_time(L, max_len, opt).unsqueeze(1);         // L x 1
-  return at::exp(-t * deltas.unsqueeze(0));                                   // L x d
-}
-
-// The d x L filter h (without D) from the MLP's tensors {w0, b0, w1, b1, w2, b2, w3}.
-at::Tensor implicit_filter(at::TensorList mlp, const at::Tensor& freq, int64_t L, int64_t max_len, bool modulate) {
-  TORCH_CHECK(mlp.size() == 7, "hyena_filter: mlp must be the 7 tensors w0, b0, w1, b1, w2, b2, w3, got ", mlp.size());
-  const at::ScalarType dtype = freq.scalar_type();
-  const auto opt = feature_options(freq);
-  at::Tensor h = positional_features(L, max_len, mlp[0].size(1), opt).to(dtype);  // L x emb_dim
-  for (size_t i = 0; i < 3; ++i) h = at::sin(freq * at::linear(h, mlp[2 * i], mlp[2 * i + 1]));  // L x F
-  h = at::linear(h, mlp[6]);                                                                       // L x d
-  h = h * decay(L, max_len, mlp[6].size(0), modulate, opt).to(dtype);
-  return h.t();  // d x L
-}
-
-// The d x 1 x L causal_toeplitz weight: h with D added to the lag-0 tap;
-// the op torch.ops.tmm.hyena_filter.
-at::Tensor hyena_filter(at::TensorList mlp, const at::Tensor& freq, const at::Tensor& D, int64_t L, int64_t max_len,
-                        bool modulate) {
-  TORCH_CHECK(L >= 1, "HyenaFilter: expected a filter length >= 1, got ", L);
-  const at::Tensor h = implicit_filter(mlp, freq, L, max_len, modulate);  // d x L
-  const at::Tensor lag0 = h.narrow(1, 0, 1) + D.unsqueeze(1);               // d x 1: h[:, 0] + D
-  return at::cat({lag0, h.narrow(1, 1, L - 1)}, 1).unsqueeze(1);            // d x 1 x L
-}
-
-}  // namespace
-
-// So that tmm.nn's HyenaFilter computes with this one definition;
-// CompositeImplicitAutograd: its autograd, shapes (Meta) and compiled graphs
-// come from the ATen ops it is made of.
-TORCH_LIBRARY_FRAGMENT(tmm, m) {
-  m.def("hyena_filter(Tensor[] mlp, Tensor freq, Tensor D, int length, int max_len, bool modulate) -> Tensor",
-        {at::Tag::pt2_compliant_tag});
-}
-
-TORCH_LIBRARY_IMPL(tmm, CompositeImplicitAutograd, m) { m.impl("hyena_filter", &hyena_filter); }
-
 std::vector<at::Tensor> HyenaFilterImpl::mlp_tensors() const {
   std::vector<at::Tensor> out;
   for (const auto& layer : *mlp) {
@@ -179,19 +109,19 @@ std::vector<at::Tensor> HyenaFilterImpl::mlp_tensors() const {
 }
 
 at::Tensor HyenaFilterImpl::positional_features(int64_t L) const {
-  return tmm::models::positional_features(L, c_.max_len, c_.emb_dim, feature_options(freq));
+  return ops::parts::hyena_positional_features(L, c_.max_len, c_.emb_dim, ops::parts::hyena_feature_options(freq));
 }
 
 at::Tensor HyenaFilterImpl::decay(int64_t L) const {
-  return tmm::models::decay(L, c_.max_len, c_.d_model, c_.modulate, feature_options(freq));
+  return ops::parts::hyena_decay(L, c_.max_len, c_.d_model, c_.modulate, ops::parts::hyena_feature_options(freq));
 }
 
 at::Tensor HyenaFilterImpl::implicit_filter(int64_t L) {
-  return tmm::models::implicit_filter(mlp_tensors(), freq, L, c_.max_len, c_.modulate);
+  return ops::parts::hyena_implicit_filter(mlp_tensors(), freq, L, c_.max_len, c_.modulate);
 }
 
 at::Tensor HyenaFilterImpl::toeplitz_weight(int64_t L) {
-  return hyena_filter(mlp_tensors(), freq, D, L, c_.max_len, c_.modulate);
+  return ops::hyena_filter(mlp_tensors(), freq, D, L, c_.max_len, c_.modulate);
 }
 
 at::Tensor HyenaFilterImpl::forward(const at::Tensor& v) {
@@ -208,14 +138,7 @@ ShortConvImpl::ShortConvImpl(int64_t channels, int64_t width) {
   bias = register_parameter("bias", at::empty({channels}).uniform_(-bound, bound));
 }
 
-at::Tensor ShortConvImpl::forward(const at::Tensor& u) {
-  const int64_t C = weight.size(0), w = weight.size(2);
-  const at::Tensor padded = at::constant_pad_nd(u.transpose(1, 2), {w - 1, 0});  // B x C x (w-1+L)
-  return at::conv1d(padded, weight, bias, /*stride=*/at::IntArrayRef{1}, /*padding=*/at::IntArrayRef{0},
-                    /*dilation=*/at::IntArrayRef{1}, /*groups=*/C)
-      .transpose(1, 2)
-      .contiguous();  // B x L x C
-}
+at::Tensor ShortConvImpl::forward(const at::Tensor& u) { return ops::parts::short_conv(u, weight, bias); }
 
 at::Tensor ShortConvImpl::decode(const at::Tensor& u, at::Tensor& last) {
   const int64_t C = weight.size(0), w = weight.size(2);
@@ -228,7 +151,7 @@ at::Tensor ShortConvImpl::decode(const at::Tensor& u, at::Tensor& last) {
 
 // --- operator, block, model -----------------------------------------------
 
-HyenaOperatorImpl::HyenaOperatorImpl(const HyenaConfig& c) {
+HyenaOperatorImpl::HyenaOperatorImpl(const HyenaConfig& c) : max_len_(c.max_len), modulate_(c.modulate) {
   in_proj = register_module("in_proj", hyena_linear(c, c.d_model, 3 * c.d_model, true));
   short_filter = register_module("short_filter", ShortConv(3 * c.d_model, c.short_filter));
   filter = register_module("filter", HyenaFilter(c));
@@ -236,11 +159,9 @@ HyenaOperatorImpl::HyenaOperatorImpl(const HyenaConfig& c) {
 }
 
 at::Tensor HyenaOperatorImpl::forward(const at::Tensor& x) {
-  if (x.size(1) == 0) return at::zeros_like(x);
-  const at::Tensor u = short_filter->forward(in_proj->forward(x));  // B x L x 3d
-  const auto parts = u.chunk(3, -1);                                 // x0, x1, v: B x L x d each
-  const at::Tensor v = filter->forward(parts[2] * parts[1]);         // long conv of the gated v
-  return out_proj->forward(v * parts[0]);
+  HyenaFilterImpl& f = *filter;
+  return ops::hyena_operator(x, in_proj->weight, in_proj->bias, short_filter->weight, short_filter->bias,
+                             f.mlp_tensors(), f.freq, f.D, out_proj->weight, out_proj->bias, max_len_, modulate_);
 }
 
 struct HyenaOperatorDecodeState : LayerDecodeState {

@@ -4,28 +4,10 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include "tmm/ops.h"
 
 namespace tmm::models {
-
-at::Tensor causal_matrix_mix(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias) {
-  const int64_t B = x.size(0), L = x.size(1), C = x.size(2), G = matrix.size(0);
-  const at::Tensor M = matrix.narrow(1, 0, L).narrow(2, 0, L).tril();  // G x L x L
-  at::Tensor y = at::einsum("gts,bsgc->btgc", {M, x.reshape({B, L, G, C / G})});
-  y = y + bias.narrow(1, 0, L).t().reshape({1, L, G, 1});
-  return y.reshape({B, L, C});
-}
-
-// The masked mixer as the op torch.ops.tmm.causal_matrix_mix, so that tmm.nn's
-// ToeplitzMixer computes with this one definition; CompositeImplicitAutograd:
-// its autograd, shapes (Meta) and compiled graphs come from the ATen ops above.
-TORCH_LIBRARY_FRAGMENT(tmm, m) {
-  m.def("causal_matrix_mix(Tensor x, Tensor matrix, Tensor bias) -> Tensor", {at::Tag::pt2_compliant_tag});
-}
-
-TORCH_LIBRARY_IMPL(tmm, CompositeImplicitAutograd, m) { m.impl("causal_matrix_mix", &causal_matrix_mix); }
 
 OnlineToeplitz::OnlineToeplitz(Kind kind, at::Tensor weight, at::Tensor bias, int64_t batch, int64_t channels,
                                int64_t capacity, bool fast)
@@ -71,7 +53,7 @@ at::Tensor OnlineToeplitz::prefill(const at::Tensor& x) {
   const int64_t B = batch_, P = x.size(1), G = groups_, C = channels_;
   inputs_.narrow(2, 0, P).copy_(x.reshape({B, P, G, C / G}).permute({0, 2, 1, 3}));
   position_ = prompt_ = P;
-  if (kind_ == Kind::Matrix) return causal_matrix_mix(x, weight_, bias_);
+  if (kind_ == Kind::Matrix) return ops::causal_matrix_mix(x, weight_, bias_);
   const std::optional<at::Tensor> bias = bias_.defined() ? std::optional<at::Tensor>(bias_) : std::nullopt;
   if (!fast_) return ops::causal_toeplitz(x, weight_, bias);
   // One convolution over the whole capacity: the prompt's outputs, and its

@@ -32,10 +32,6 @@ inline DecodeMethod long_conv_decode_method(DecodeMethod requested, int64_t capa
   return capacity >= 1024 ? DecodeMethod::Fast : DecodeMethod::Cached;
 }
 
-// y[b,t,g,:] = sum_{s<=t} M[g,t,s] x[b,s,g,:] + bias[g,t] for the first L
-// rows and columns of the G x N x N matrix M (its upper triangle ignored).
-at::Tensor causal_matrix_mix(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias);
-
 // A causal sequence mixer fed a few positions at a time: the exact
 // OnlineToeplitz below, or DistilledToeplitz (distilled_toeplitz.h).
 class OnlineMixer {

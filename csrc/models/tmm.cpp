@@ -102,7 +102,6 @@ ToeplitzMixerImpl::ToeplitzMixerImpl(const TMMConfig& c) : c_(c), groups_(c.head
   if (c.mixer == TMMMixerKind::Expanded) {
     weight2_ = register_parameter("weight2", toeplitz_init(G, K, N));
     bias2_ = register_parameter("bias2", at::zeros({G, N}));
-    dropout_ = register_module("dropout", torch::nn::Dropout(c.mixer_dropout));
   }
   if (c.heads > 0) {
     out_proj_ = register_module("out_proj", make_linear(c.d_model, c.d_model, true));
@@ -119,15 +118,13 @@ ToeplitzMixerImpl::ToeplitzMixerImpl(const TMMConfig& c) : c_(c), groups_(c.head
   }
 }
 
-at::Tensor ToeplitzMixerImpl::mix(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const {
-  return c_.mixer == TMMMixerKind::Masked ? causal_matrix_mix(x, weight, bias) : ops::causal_toeplitz(x, weight, bias);
-}
-
 at::Tensor ToeplitzMixerImpl::forward(const at::Tensor& x) {
-  at::Tensor h = c_.heads > 0 ? in_proj_->forward(x) : x;                       // B x L x d
-  h = mix(h, weight_, bias_);
-  if (c_.mixer == TMMMixerKind::Expanded) h = mix(dropout_->forward(at::silu(h)), weight2_, bias2_);
-  return c_.heads > 0 ? out_proj_->forward(h) : h;
+  const auto maybe = [](const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; };
+  const bool heads = c_.heads > 0;
+  return ops::toeplitz_mixer(x, weight_, bias_, heads ? maybe(in_proj_->weight) : std::nullopt,
+                             heads ? maybe(in_proj_->bias) : std::nullopt, heads ? maybe(out_proj_->weight) : std::nullopt,
+                             heads ? maybe(out_proj_->bias) : std::nullopt, maybe(weight2_), maybe(bias2_),
+                             c_.mixer == TMMMixerKind::Masked, c_.mixer_dropout, is_training());
 }
 
 struct TMMMixerDecodeState : LayerDecodeState {

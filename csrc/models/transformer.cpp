@@ -10,6 +10,8 @@
 #include "models/config_reader.h"
 #include "models/layers.h"
 #include "models/registry.h"
+#include "ops/mixer_parts.h"
+#include "tmm/ops.h"
 
 namespace tmm::models {
 
@@ -79,28 +81,6 @@ TransformerConfig TransformerConfig::from_json_text(const std::string& text) {
 
 std::string TransformerConfig::to_json_text() const { return write_config(*this, kOwnKeys); }
 
-namespace {
-
-// x: B x H x L x hd at positions start, start + 1, ... Rotates the pair
-// (i, i + hd/2) of position p by the angle p * theta^(-2i/hd). Angles and the
-// rotation are computed in float32 (float64 for float64 inputs), then cast
-// back to x's dtype.
-at::Tensor apply_rope(const at::Tensor& x, double theta, int64_t start) {
-  const int64_t L = x.size(2), hd = x.size(3);
-  const auto dtype = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  const auto opts = x.options().dtype(dtype);
-  const at::Tensor inv_freq = 1.0 / at::pow(theta, at::arange(0, hd, 2, opts) / double(hd));  // hd/2
-  const at::Tensor angles = at::outer(at::arange(start, start + L, opts), inv_freq);           // L x hd/2
-  const at::Tensor emb = at::cat({angles, angles}, -1);                                        // L x hd
-  const at::Tensor cos = emb.cos(), sin = emb.sin();
-  const at::Tensor xf = x.to(dtype);
-  const at::Tensor x1 = xf.narrow(-1, 0, hd / 2), x2 = xf.narrow(-1, hd / 2, hd / 2);
-  const at::Tensor rotated = at::cat({-x2, x1}, -1);                                           // rotate_half
-  return (xf * cos + rotated * sin).to(x.scalar_type());
-}
-
-}  // namespace
-
 TransformerAttentionImpl::TransformerAttentionImpl(const TransformerConfig& c)
     : n_heads_(c.n_heads),
       n_kv_heads_(c.n_kv_heads),
@@ -117,38 +97,9 @@ TransformerAttentionImpl::TransformerAttentionImpl(const TransformerConfig& c)
   wo = register_module("wo", make_linear(n_heads_ * head_dim_, c.d_model, false));
 }
 
-at::Tensor TransformerAttentionImpl::heads(torch::nn::Linear& proj, const at::Tensor& x, int64_t start, bool rope) {
-  const int64_t B = x.size(0), L = x.size(1);
-  const int64_t heads = proj->weight.size(0) / head_dim_;                                 // H, or H_kv for wk and wv
-  const at::Tensor h = proj->forward(x).view({B, L, heads, head_dim_}).transpose(1, 2);  // B x heads x L x hd
-  return rope ? apply_rope(h, rope_theta_, start) : h;
-}
-
-at::Tensor TransformerAttentionImpl::repeat_kv(const at::Tensor& kv) const {
-  return n_kv_heads_ == n_heads_ ? kv : kv.repeat_interleave(n_heads_ / n_kv_heads_, 1);
-}
-
-at::Tensor TransformerAttentionImpl::attend(const at::Tensor& q, const at::Tensor& k_, const at::Tensor& v_) {
-  const int64_t L = q.size(2);
-  const at::Tensor k = repeat_kv(k_), v = repeat_kv(v_);
-  const double p = is_training() ? dropout_ : 0.0;
-  if (window_ > 0 && window_ < L) {
-    // mask[t, s] = true where t - window < s <= t (true = attend).
-    const at::Tensor pos = at::arange(L, q.options().dtype(at::kLong));
-    const at::Tensor diff = pos.unsqueeze(1) - pos.unsqueeze(0);                                 // L x L: t - s
-    const at::Tensor mask = diff.ge(0).logical_and(diff.lt(window_));
-    return at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false);
-  }
-  return at::scaled_dot_product_attention(q, k, v, std::nullopt, p, /*is_causal=*/true);
-}
-
-at::Tensor TransformerAttentionImpl::merge_heads(const at::Tensor& y) {
-  const int64_t B = y.size(0), L = y.size(2);
-  return wo->forward(y.transpose(1, 2).reshape({B, L, n_heads_ * head_dim_}));                   // B x L x d
-}
-
 at::Tensor TransformerAttentionImpl::forward(const at::Tensor& x) {
-  return merge_heads(attend(heads(wq, x, 0, true), heads(wk, x, 0, true), heads(wv, x, 0, false)));
+  return ops::attention(x, wq->weight, wk->weight, wv->weight, wo->weight, n_heads_, n_kv_heads_, rope_theta_, window_,
+                        dropout_, is_training());
 }
 
 TransformerKVCache TransformerAttentionImpl::start_decoding(int64_t batch, int64_t capacity) const {
@@ -163,23 +114,27 @@ at::Tensor TransformerAttentionImpl::decode(const at::Tensor& x, TransformerKVCa
   const int64_t T = x.size(1), slots = cache.keys.size(2);
   TORCH_CHECK(position == 0 || T == 1, "TransformerAttention::decode: after the prefill (position 0) one token at a "
               "time, got ", T, " at position ", position);
-  const at::Tensor q = heads(wq, x, position, true), k = heads(wk, x, position, true);
-  const at::Tensor v = heads(wv, x, position, false);
+  using namespace ops::parts;
+  const at::Tensor q = attention_heads(x, wq->weight, head_dim_, rope_theta_, position, true);
+  const at::Tensor k = attention_heads(x, wk->weight, head_dim_, rope_theta_, position, true);
+  const at::Tensor v = attention_heads(x, wv->weight, head_dim_, rope_theta_, position, false);
+  const int64_t n_rep = n_heads_ / n_kv_heads_;
   if (position == 0) {  // the prefill: the forward's attention, keeping the last `slots` keys and values
     const int64_t n = std::min(T, slots);
     const at::Tensor slot = at::arange(T - n, T, cache.keys.options().dtype(at::kLong)).remainder(slots);
     cache.keys.index_copy_(2, slot, k.narrow(2, T - n, n));
     cache.values.index_copy_(2, slot, v.narrow(2, T - n, n));
-    return merge_heads(attend(q, k, v));
+    return merge_heads(causal_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), window_, 0.0), wo->weight);
   }
   cache.keys.narrow(2, position % slots, 1).copy_(k);
   cache.values.narrow(2, position % slots, 1).copy_(v);
   // Filled slots: positions max(0, position - slots + 1) .. position, exactly
   // the window's (or, without one, all so far).
   const int64_t used = std::min(position + 1, slots);
-  return merge_heads(at::scaled_dot_product_attention(q, repeat_kv(cache.keys.narrow(2, 0, used)),
-                                                      repeat_kv(cache.values.narrow(2, 0, used)), std::nullopt, 0.0,
-                                                      /*is_causal=*/false));
+  return merge_heads(at::scaled_dot_product_attention(q, repeat_kv(cache.keys.narrow(2, 0, used), n_rep),
+                                                      repeat_kv(cache.values.narrow(2, 0, used), n_rep), std::nullopt,
+                                                      0.0, /*is_causal=*/false),
+                     wo->weight);
 }
 
 SwiGLUImpl::SwiGLUImpl(int64_t d_model, int64_t hidden) {

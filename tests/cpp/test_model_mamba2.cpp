@@ -13,9 +13,9 @@
 #include <torch/nn/module.h>
 
 #include "tmm/models/mamba2.h"
+#include "tmm/ops.h"
 
 using Catch::Contains;
-namespace m2 = tmm::models::mamba2;
 
 namespace {
 
@@ -81,7 +81,7 @@ TEST_CASE("Mamba2 chunked SSD equals the sequential recurrence in float64", "[ma
     const at::Tensor ref = ssd_sequential(in.x, in.dt, in.A, in.B, in.C);
     for (int64_t Q : {1, 3, 8, 16, 64, 128}) {
       INFO("L = " << L << ", chunk_size = " << Q);
-      const at::Tensor y = m2::ssd_chunked(in.x, in.dt, in.A, in.B, in.C, Q);
+      const at::Tensor y = tmm::ops::mamba2_ssd_chunked(in.x, in.dt, in.A, in.B, in.C, Q);
       REQUIRE(y.sizes() == in.x.sizes());
       CHECK(y.scalar_type() == at::kDouble);
       CHECK(max_abs_diff(y, ref) < 1e-11 * (1.0 + ref.abs().max().item<double>()));
@@ -96,7 +96,7 @@ TEST_CASE("Mamba2 chunked SSD: one group per head, one group for all, strong dec
       INFO("G = " << G << ", decay = " << decay);
       const SsdInputs in = random_inputs(1, 45, 4, 2, G, 3, decay);
       const at::Tensor ref = ssd_sequential(in.x, in.dt, in.A, in.B, in.C);
-      const at::Tensor y = m2::ssd_chunked(in.x, in.dt, in.A, in.B, in.C, 16);
+      const at::Tensor y = tmm::ops::mamba2_ssd_chunked(in.x, in.dt, in.A, in.B, in.C, 16);
       CHECK(at::isfinite(y).all().item<bool>());
       CHECK(max_abs_diff(y, ref) < 1e-11 * (1.0 + ref.abs().max().item<double>()));
     }
@@ -111,7 +111,7 @@ TEST_CASE("Mamba2 chunked SSD gradients equal the sequential recurrence's", "[ma
     SsdInputs b{a.x.clone(), a.dt.clone(), a.A.clone(), a.B.clone(), a.C.clone()};
     for (auto* t : {&a.x, &a.dt, &a.A, &a.B, &a.C, &b.x, &b.dt, &b.A, &b.B, &b.C}) t->requires_grad_(true);
     const at::Tensor w = at::randn({2, 21, 4, 3}, kF64);
-    (m2::ssd_chunked(a.x, a.dt, a.A, a.B, a.C, Q) * w).sum().backward();
+    (tmm::ops::mamba2_ssd_chunked(a.x, a.dt, a.A, a.B, a.C, Q) * w).sum().backward();
     (ssd_sequential(b.x, b.dt, b.A, b.B, b.C) * w).sum().backward();
     const std::vector<std::pair<const char*, std::pair<at::Tensor, at::Tensor>>> grads = {
         {"x", {a.x.grad(), b.x.grad()}}, {"dt", {a.dt.grad(), b.dt.grad()}}, {"A", {a.A.grad(), b.A.grad()}},
@@ -129,7 +129,7 @@ TEST_CASE("Mamba2 chunked SSD in float32 stays close to float64", "[mamba2]") {
   at::manual_seed(4);
   const SsdInputs in = random_inputs(2, 77, 4, 8, 1, 16);
   const at::Tensor ref = ssd_sequential(in.x, in.dt, in.A, in.B, in.C);
-  const at::Tensor y = m2::ssd_chunked(in.x.to(at::kFloat), in.dt.to(at::kFloat), in.A.to(at::kFloat),
+  const at::Tensor y = tmm::ops::mamba2_ssd_chunked(in.x.to(at::kFloat), in.dt.to(at::kFloat), in.A.to(at::kFloat),
                                        in.B.to(at::kFloat), in.C.to(at::kFloat), 32);
   CHECK(y.scalar_type() == at::kFloat);
   CHECK(max_abs_diff(y, ref) < 1e-4 * (1.0 + ref.abs().max().item<double>()));
@@ -141,7 +141,7 @@ TEST_CASE("Mamba2 causal depthwise conv equals the loop and is causal", "[mamba2
   for (int64_t K : {1, 2, 4, 13}) {
     INFO("K = " << K);
     const at::Tensor x = at::randn({bsz, L, C}, kF64), w = at::randn({C, 1, K}, kF64), bias = at::randn({C}, kF64);
-    const at::Tensor y = m2::causal_depthwise_conv1d(x, w, bias);
+    const at::Tensor y = tmm::ops::mamba2_causal_depthwise_conv1d(x, w, bias);
     at::Tensor ref = at::empty({bsz, L, C}, kF64);
     auto X = x.accessor<double, 3>(), R = ref.accessor<double, 3>();
     auto W = w.accessor<double, 3>();
@@ -161,7 +161,7 @@ TEST_CASE("Mamba2 causal depthwise conv equals the loop and is causal", "[mamba2
     // Causal: a change at t = 6 leaves every output before t = 6 unchanged.
     at::Tensor x2 = x.clone();
     x2.select(1, 6).add_(1.0);
-    const at::Tensor y2 = m2::causal_depthwise_conv1d(x2, w, bias);
+    const at::Tensor y2 = tmm::ops::mamba2_causal_depthwise_conv1d(x2, w, bias);
     CHECK(at::equal(y.narrow(1, 0, 6), y2.narrow(1, 0, 6)));
     CHECK_FALSE(at::equal(y.narrow(1, 6, 1), y2.narrow(1, 6, 1)));
   }

@@ -129,6 +129,10 @@ class HyenaOperatorImpl : public torch::nn::Module {
   torch::nn::Linear in_proj{nullptr}, out_proj{nullptr};
   ShortConv short_filter{nullptr};  // over the 3d channels of in_proj's output
   HyenaFilter filter{nullptr};
+
+ private:
+  int64_t max_len_;
+  bool modulate_;
 };
 TORCH_MODULE(HyenaOperator);
 

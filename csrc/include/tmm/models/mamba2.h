@@ -69,41 +69,6 @@ namespace mamba2 {
 // constant of the forward, not a config key; tmm._C._norm_eps()["mamba2"]).
 inline constexpr double kNormEps = 1e-5;
 
-// The chunked SSD scan (no D term, zero initial state).
-//   x:  batch x L x H x P      dt: batch x L x H (already positive)
-//   A:  H (negative)           B, C: batch x L x G x N, H % G == 0
-// Returns y: batch x L x H x P with, per head h (group g = h / (H/G)),
-//   s_t = exp(A_h dt_t) s_{t-1} + dt_t x_t B_t^T  (P x N, s_{-1} = 0)
-//   y_t = s_t C_t.
-// L need not be a multiple of chunk_size (the tail chunk is zero-padded).
-// Computed in the dtype of x; callers upcast low-precision inputs.
-// final_state, when given, receives s_{L-1}: batch x H x P x N (zeros for
-// L = 0), what a recurrence continuing after the sequence starts from.
-at::Tensor ssd_chunked(const at::Tensor& x, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& B,
-                       const at::Tensor& C, int64_t chunk_size, at::Tensor* final_state = nullptr);
-
-// The mixer's scan, from the conv's output and in_proj's raw dt, computed in
-// at least float32 (float64 stays float64), per head h of group g = h / (H/G):
-//   dt = softplus(dt_raw + dt_bias),  A = -exp(A_log)
-//   y = ssd_chunked(x, dt, A, B, C) + D x
-//   x: batch x L x H*P   dt_raw: batch x L x H   dt_bias, A_log, D: H
-//   B, C: batch x L x G*N with G = ngroups
-// Returns y: batch x L x H*P in that dtype; final_state as ssd_chunked's.
-at::Tensor ssd_scan(const at::Tensor& x, const at::Tensor& dt_raw, const at::Tensor& dt_bias, const at::Tensor& A_log,
-                    const at::Tensor& B, const at::Tensor& C, const at::Tensor& D, int64_t ngroups, int64_t chunk_size,
-                    at::Tensor* final_state = nullptr);
-
-// Causal depthwise convolution along the sequence.
-//   x: batch x L x C, weight: C x 1 x K (torch Conv1d layout), bias: C
-//   y[b,t,c] = bias[c] + sum_{k<K} weight[c,0,k] * x[b, t-(K-1)+k, c]
-//   (terms with a negative time index are zero).
-at::Tensor causal_depthwise_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
-
-// Gated RMSNorm ("norm before gate = false"): g = y * silu(z), normalised
-// over each of `groups` equal slices of the last dimension, times weight.
-at::Tensor gated_rms_norm(const at::Tensor& y, const at::Tensor& z, const at::Tensor& weight, int64_t groups,
-                          double eps);
-
 }  // namespace mamba2
 
 // Gated RMSNorm with its weight (d_inner), as in mamba_ssm's RMSNormGated.

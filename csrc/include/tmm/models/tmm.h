@@ -77,12 +77,10 @@ class ToeplitzMixerImpl : public torch::nn::Module {
   std::vector<LongKernel> long_kernels() const;  // none for "masked"
 
  private:
-  at::Tensor mix(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) const;
   TMMConfig c_;
   int64_t groups_;
   torch::nn::Linear in_proj_{nullptr}, out_proj_{nullptr};
   at::Tensor weight_, bias_, weight2_, bias2_;  // G x K x N (masked: G x N x N), G x N
-  torch::nn::Dropout dropout_{nullptr};          // "expanded" only
 };
 TORCH_MODULE(ToeplitzMixer);
 

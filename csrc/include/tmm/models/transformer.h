@@ -112,16 +112,6 @@ class TransformerAttentionImpl : public torch::nn::Module {
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
 
  private:
-  // x: B x L x d -> B x H x L x hd; RoPE at positions start, start + 1, ...
-  at::Tensor heads(torch::nn::Linear& proj, const at::Tensor& x, int64_t start, bool rope);
-  // Causal (windowed) attention of a whole sequence from position 0: q
-  // B x H x L x hd, k and v B x H_kv x L x hd.
-  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
-  // B x H_kv x S x hd -> B x H x S x hd: each key/value head serves H / H_kv
-  // consecutive query heads (HF's repeat_kv).
-  at::Tensor repeat_kv(const at::Tensor& kv) const;
-  at::Tensor merge_heads(const at::Tensor& y);  // B x H x L x hd -> wo(B x L x d)
-
   int64_t n_heads_, n_kv_heads_, head_dim_, window_;
   double rope_theta_, dropout_;
 };
