@@ -77,18 +77,18 @@ void save_checkpoint(LanguageModel& model, const std::string& dir) {
   io::write_file_atomically(io::join_path(dir, kConfigFile), config.dump(2) + "\n");
 }
 
-// A config.json written before a key existed means what it meant then: where
-// a new key's default changed the forward (in training mode too), the key is
-// set to the former behaviour. Keys that only change the initialisation need
-// nothing (the weights are loaded over it).
-static std::string with_former_defaults(const std::string& config_text) {
+// A config.json without a key whose default changes the forward (in
+// training mode too) gets the value that computes what the checkpoint's
+// model computed. Keys that only change the initialisation need nothing
+// (the weights are loaded over it).
+static std::string with_missing_forward_keys(const std::string& config_text) {
   nlohmann::json config = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object() || !config.contains("arch") || !config["arch"].is_string()) return config_text;
   const std::string arch = config["arch"].get<std::string>();
-  // Before issue 12 the expanded mixer had no inner dropout.
+  // An expanded mixer without "mixer_dropout" has no inner dropout.
   if (arch == "tmm" && config.value("mixer", std::string()) == "expanded" && !config.contains("mixer_dropout"))
     config["mixer_dropout"] = 0.0;
-  // Before issue 12 every Hyena had a final LayerNorm.
+  // A Hyena without "final_norm" has a final LayerNorm.
   if (arch == "hyena" && !config.contains("final_norm")) config["final_norm"] = true;
   return config.dump();
 }
@@ -101,7 +101,7 @@ std::shared_ptr<LanguageModel> load_checkpoint(const std::string& dir) {
   std::shared_ptr<LanguageModel> model;
   const std::string config_text = io::read_text_file(config_path, "checkpoint");
   try {
-    model = build_model(with_former_defaults(config_text));
+    model = build_model(with_missing_forward_keys(config_text));
   } catch (const c10::Error& e) {
     TORCH_CHECK(false, "checkpoint '", config_path, "': ", e.what_without_backtrace());
   }

@@ -1,7 +1,9 @@
 // Validating reader of a model's JSON configuration: every key is read
 // exactly once with its type checked; anything missing, mistyped,
 // impossible or left unread is an error naming the key. A config lists its
-// own keys once (TMM_CONFIG_KEYS), for read_config and write_config.
+// own keys once, for read_config and write_config: a callable (c, k) calling
+// k("name", c.name) for each of them (an enum member is read and written by
+// the names option_names(E) gives, option_names.h).
 #pragma once
 
 #include <cstdint>
@@ -119,14 +121,6 @@ void read_common(ConfigReader& r, const std::string& arch, CommonConfig& c, int6
 // The same keys, "arch" included, as a JSON object a model's to_json_text()
 // adds its own keys to.
 nlohmann::json write_common(const std::string& arch, const CommonConfig& c);
-
-// A config's own keys, each named once, as its member is: TMM_CONFIG_KEYS(a, b)
-// is a callable (c, k) calling k("a", c.a) then k("b", c.b) (through nlohmann's
-// NLOHMANN_JSON_PASTE, public since 3.9 for its NLOHMANN_DEFINE_TYPE_*). An enum member
-// is read and written by the names option_names(E) gives (option_names.h).
-#define TMM_CONFIG_KEY(member) k(#member, c.member);
-#define TMM_CONFIG_KEYS(...) \
-  [](auto& c, auto&& k) { NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(TMM_CONFIG_KEY, __VA_ARGS__)) }
 
 // "arch" (Config::kArch) and the common keys (read_common), then the keys
 // `own` lists, each optional with the member's initial value as its default.

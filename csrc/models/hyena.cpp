@@ -60,8 +60,16 @@ std::string to_string(HyenaInit init) { return option_name(kInitNames, init); }
 constexpr const auto& option_names(HyenaInit) { return kInitNames; }
 
 namespace {
-constexpr auto kOwnKeys =
-    TMM_CONFIG_KEYS(ffn_mult, short_filter, filter_order, emb_dim, filter_sin_freq, modulate, final_norm, init);
+constexpr auto kOwnKeys = [](auto& c, auto&& k) {
+  k("ffn_mult", c.ffn_mult);
+  k("short_filter", c.short_filter);
+  k("filter_order", c.filter_order);
+  k("emb_dim", c.emb_dim);
+  k("filter_sin_freq", c.filter_sin_freq);
+  k("modulate", c.modulate);
+  k("final_norm", c.final_norm);
+  k("init", c.init);
+};
 }  // namespace
 
 HyenaConfig HyenaConfig::from_json_text(const std::string& text) {

@@ -35,7 +35,15 @@ constexpr double kAInitLo = 1.0, kAInitHi = 16.0;
 // ---------------------------------------------------------------- config
 
 namespace {
-constexpr auto kOwnKeys = TMM_CONFIG_KEYS(d_state, d_conv, expand, headdim, ngroups, chunk_size, d_intermediate);
+constexpr auto kOwnKeys = [](auto& c, auto&& k) {
+  k("d_state", c.d_state);
+  k("d_conv", c.d_conv);
+  k("expand", c.expand);
+  k("headdim", c.headdim);
+  k("ngroups", c.ngroups);
+  k("chunk_size", c.chunk_size);
+  k("d_intermediate", c.d_intermediate);
+};
 }  // namespace
 
 Mamba2Config Mamba2Config::from_json_text(const std::string& text) {

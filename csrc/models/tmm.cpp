@@ -37,8 +37,18 @@ constexpr const auto& option_names(TMMBlockOrder) { return kBlockOrderNames; }
 constexpr const auto& option_names(TMMInit) { return kInitNames; }
 
 namespace {
-constexpr auto kOwnKeys = TMM_CONFIG_KEYS(heads, kernel, mixer, ffn_mult, activation, block_order, norm,
-                                          mixer_dropout, final_norm, init);
+constexpr auto kOwnKeys = [](auto& c, auto&& k) {
+  k("heads", c.heads);
+  k("kernel", c.kernel);
+  k("mixer", c.mixer);
+  k("ffn_mult", c.ffn_mult);
+  k("activation", c.activation);
+  k("block_order", c.block_order);
+  k("norm", c.norm);
+  k("mixer_dropout", c.mixer_dropout);
+  k("final_norm", c.final_norm);
+  k("init", c.init);
+};
 }  // namespace
 
 TMMConfig TMMConfig::from_json_text(const std::string& text) {

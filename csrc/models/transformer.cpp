@@ -26,8 +26,17 @@ std::string to_string(TransformerInit init) { return option_name(kInitNames, ini
 constexpr const auto& option_names(TransformerInit) { return kInitNames; }
 
 namespace {
-constexpr auto kOwnKeys = TMM_CONFIG_KEYS(n_heads, n_kv_heads, head_dim, norm_eps, init, rope_theta, window, ffn_mult,
-                                          ffn_hidden);
+constexpr auto kOwnKeys = [](auto& c, auto&& k) {
+  k("n_heads", c.n_heads);
+  k("n_kv_heads", c.n_kv_heads);
+  k("head_dim", c.head_dim);
+  k("norm_eps", c.norm_eps);
+  k("init", c.init);
+  k("rope_theta", c.rope_theta);
+  k("window", c.window);
+  k("ffn_mult", c.ffn_mult);
+  k("ffn_hidden", c.ffn_hidden);
+};
 }  // namespace
 
 int64_t llama_ffn_hidden(int64_t d_model, double ffn_mult) {

@@ -1,6 +1,5 @@
-"""The pure-PyTorch references of the causal Toeplitz operator, under their
-historical name: they are defined once, in tmm.testing (importable without
-the native build), and re-exported here."""
+"""The pure-PyTorch references of the causal Toeplitz operator beside the op:
+defined once, in tmm.testing (importable without the native build)."""
 
 from ..testing import causal_toeplitz_backward_reference, causal_toeplitz_dense, causal_toeplitz_fft
 

@@ -18,13 +18,6 @@ struct CommonConfig {
   bool tie_embeddings = false;  // the LM head reuses the embedding matrix (no "head.weight")
 };
 
-// What each model's config struct declares besides its keys: reading its
-// JSON text (every key validated, "arch" must be the model's; errors name
-// the key) and writing it (every key spelled out, "arch" included).
-#define TMM_CONFIG_JSON_TEXT(Config)                      \
-  static Config from_json_text(const std::string& json); \
-  std::string to_json_text() const
-
 enum class NormKind { LayerNorm, RMSNorm };    // "layernorm" (with bias) | "rmsnorm"
 enum class Activation { SiLU, GELU, ReLU };    // "silu" | "gelu" | "relu"
 

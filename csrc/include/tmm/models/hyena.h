@@ -10,8 +10,8 @@
 // (ConvLMHeadModel) is "init": "safari" (GPT-2 style: every Linear, the
 // filter MLP's included, and the embedding N(0, 0.02^2), biases zero,
 // out_proj and ffn_out N(0, (0.02 / sqrt(2 n_layers))^2)) with "final_norm":
-// true and "tie_embeddings": true. "init": "kaiming" is tmm's former init
-// (Kaiming-normal projections, MLP and head; torch's default filter MLP).
+// true and "tie_embeddings": true. "init": "kaiming": Kaiming-normal
+// projections, MLP and head; torch's default filter MLP.
 //
 // The operator (B x L x d -> B x L x d, causal along L):
 //   u          = short_conv(in_proj(x))        in_proj d -> 3d; depthwise causal conv of width w
@@ -50,7 +50,7 @@ namespace tmm::models {
 
 struct HyenaOperatorDecodeState;  // one layer's incremental-decoding state (hyena.cpp)
 
-// "torch" (the authors' HyenaModel) | "safari" (safari's LM) | "kaiming" (tmm's former).
+// "torch" (the authors' HyenaModel) | "safari" (safari's LM) | "kaiming" (Kaiming-normal linear layers).
 enum class HyenaInit { Torch, Safari, Kaiming };
 std::string to_string(HyenaInit init);
 
@@ -66,7 +66,10 @@ struct HyenaConfig : CommonConfig {
   bool final_norm = false;       // a LayerNorm before the head (safari's ln_f)
   HyenaInit init = HyenaInit::Torch;
 
-  TMM_CONFIG_JSON_TEXT(HyenaConfig);
+  // Reads the config's JSON text, every key validated (errors name the key);
+  // writes it with every key spelled out, "arch" included.
+  static HyenaConfig from_json_text(const std::string& json);
+  std::string to_json_text() const;
 };
 
 // The implicit long filter of one operator, and its skip term D.
@@ -139,9 +142,14 @@ TORCH_MODULE(HyenaOperator);
 class HyenaBlockImpl : public LanguageModelBlock {
  public:
   explicit HyenaBlockImpl(const HyenaConfig& c);
-  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;
+  at::Tensor forward(const at::Tensor& x) override;
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
   // long_kernels: "mixer.filter", the filter over max_len positions.
-  TMM_LONG_KERNEL_BLOCK_OVERRIDES;
+  bool has_long_kernels() const override;
+  std::vector<LongKernel> long_kernels() override;
+  std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d,
+                                                             const std::string& prefix) override;
 
   torch::nn::LayerNorm mixer_norm{nullptr}, ffn_norm{nullptr};
   HyenaOperator mixer{nullptr};

@@ -87,20 +87,6 @@ class LanguageModelBlock : public torch::nn::Module {
                                                                      const std::string& prefix);
 };
 
-// What each zoo block declares to implement LanguageModelBlock, spelled once
-// (a block's class then lists only its own parts): the forward and decoding
-// overrides every block has, and the long-kernel ones of the blocks with
-// long convolutions (TMM, Hyena).
-#define TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES                                                                   \
-  at::Tensor forward(const at::Tensor& x) override;                                                          \
-  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override; \
-  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override
-#define TMM_LONG_KERNEL_BLOCK_OVERRIDES                                                                          \
-  bool has_long_kernels() const override;                                                                      \
-  std::vector<LongKernel> long_kernels() override;                                                             \
-  std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d, \
-                                                             const std::string& prefix) override
-
 class LanguageModel : public torch::nn::Module {
  public:
   // B x L int64 -> B x L x d, the states the LM head reads (after the final

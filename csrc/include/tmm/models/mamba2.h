@@ -60,7 +60,10 @@ struct Mamba2Config : CommonConfig {
   int64_t d_inner() const { return expand * d_model; }
   int64_t nheads() const { return d_inner() / headdim; }
 
-  TMM_CONFIG_JSON_TEXT(Mamba2Config);
+  // Reads the config's JSON text, every key validated (errors name the key);
+  // writes it with every key spelled out, "arch" included.
+  static Mamba2Config from_json_text(const std::string& json);
+  std::string to_json_text() const;
 };
 
 namespace mamba2 {
@@ -127,7 +130,10 @@ TORCH_MODULE(Mamba2GatedMLP);
 class Mamba2BlockImpl : public LanguageModelBlock {
  public:
   explicit Mamba2BlockImpl(const Mamba2Config& config);
-  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;  // decoding: method Cached, a Mamba2MixerDecodeState
+  at::Tensor forward(const at::Tensor& x) override;
+  // Decoding: method Cached, a Mamba2MixerDecodeState.
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
 
   Mamba2Config config;
   torch::nn::AnyModule norm;  // RMSNorm(d)

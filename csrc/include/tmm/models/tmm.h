@@ -59,7 +59,10 @@ struct TMMConfig : CommonConfig {
   bool final_norm = false;  // an extension: a norm of kind `norm` before the head ("final_norm")
   TMMInit init = TMMInit::Kaiming;
 
-  TMM_CONFIG_JSON_TEXT(TMMConfig);
+  // Reads the config's JSON text, every key validated (errors name the key);
+  // writes it with every key spelled out, "arch" included.
+  static TMMConfig from_json_text(const std::string& json);
+  std::string to_json_text() const;
 };
 
 // The token mixer: B x L x d -> B x L x d, causal along L.
@@ -87,8 +90,14 @@ TORCH_MODULE(ToeplitzMixer);
 class TMMBlockImpl : public LanguageModelBlock {
  public:
   explicit TMMBlockImpl(const TMMConfig& c);
-  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;
-  TMM_LONG_KERNEL_BLOCK_OVERRIDES;  // the mixer's (none for "masked")
+  at::Tensor forward(const at::Tensor& x) override;
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
+  // Long kernels: the mixer's (none for "masked").
+  bool has_long_kernels() const override;
+  std::vector<LongKernel> long_kernels() override;
+  std::unique_ptr<LayerDecodeState> start_distilled_decoding(int64_t batch, int64_t capacity, const Distillation& d,
+                                                             const std::string& prefix) override;
   ToeplitzMixer mixer() const { return mixer_; }
 
  private:

@@ -40,7 +40,7 @@
 //   init        "llama" (default, HF LlamaForCausalLM's _init_weights as the
 //               authors' baseline runs it): every Linear and the embedding
 //               N(0, 0.02^2); "kaiming": every Linear Kaiming-normal fan-in
-//               (make_linear, the zoo's former convention), embedding N(0, 1).
+//               (make_linear), embedding N(0, 1).
 //               RMSNorm weights 1 either way. Only the build uses it.
 // Parameter names: embed.weight, blocks.<i>.attn_norm.weight,
 // blocks.<i>.attn.{wq,wk,wv,wo}.weight, blocks.<i>.mlp_norm.weight,
@@ -80,7 +80,10 @@ struct TransformerConfig : CommonConfig {
   int64_t ffn_hidden = 0;   // resolved by from_json_text: always > 0 afterwards
 
   // from_json_text also resolves n_kv_heads, head_dim and ffn_hidden.
-  TMM_CONFIG_JSON_TEXT(TransformerConfig);
+  // Reads the config's JSON text, every key validated (errors name the key);
+  // writes it with every key spelled out, "arch" included.
+  static TransformerConfig from_json_text(const std::string& json);
+  std::string to_json_text() const;
 };
 
 // Llama's SwiGLU width: round_up(floor(2/3 * ffn_mult * d_model), 8).
@@ -130,7 +133,10 @@ TORCH_MODULE(SwiGLU);
 class TransformerBlockImpl : public LanguageModelBlock {
  public:
   explicit TransformerBlockImpl(const TransformerConfig& c);
-  TMM_LANGUAGE_MODEL_BLOCK_OVERRIDES;  // decoding: method Cached, a TransformerKVCache
+  at::Tensor forward(const at::Tensor& x) override;
+  // Decoding: method Cached, a TransformerKVCache.
+  std::unique_ptr<LayerDecodeState> start_decoding(int64_t batch, int64_t capacity, DecodeMethod method) override;
+  at::Tensor decode(const at::Tensor& x, LayerDecodeState& state, int64_t position) override;
 
   std::shared_ptr<RMSNormImpl> attn_norm, mlp_norm;
   TransformerAttention attn{nullptr};
