@@ -33,21 +33,28 @@ def distill(model, order=16, window=0, *, steps=_DEFAULTS["steps"], lr=_DEFAULTS
     Returns the Distillation: ``.order``, ``.window``, ``.names()``,
     ``.kernel(name)`` (taps, direct, lambda, residue, error, length),
     ``.materialize(name, n)``."""
-    d = _C._distill(model._cpp_root, int(order), int(window), **_options(steps, lr, hankel_rows, max_radius))
-    if attach:
-        _C._set_distillation(model._cpp_root, d)
+    with model.engine() as engine:
+        d = _C._distill(engine, int(order), int(window), **_options(steps, lr, hankel_rows, max_radius))
+    if attach:  # fitted to this model's kernels: nothing to check
+        model._distillation = d
     return d
 
 
 def attach(model, distillation):
     """Makes ``model`` decode ``method="distilled"`` with ``distillation``
     (None: detach); checked against the model's kernels."""
-    _C._set_distillation(model._cpp_root, distillation)
+    previous, model._distillation = model._distillation, distillation
+    try:
+        with model.engine():  # checks it
+            pass
+    except RuntimeError:
+        model._distillation = previous
+        raise
 
 
 def of(model):
     """The distillation attached to ``model``, or None."""
-    return _C._get_distillation(model._cpp_root)
+    return model._distillation
 
 
 def fit_modal(kernels, order, *, steps=_DEFAULTS["steps"], lr=_DEFAULTS["lr"],

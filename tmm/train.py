@@ -8,7 +8,8 @@ What it does, in order, each step: set the learning rate (linear warm-up
 from 0 to ``lr`` over ``warmup`` steps, then linear decay to
 ``min_lr_ratio * lr`` at ``steps``), draw a batch from the task (its own
 seeded ``torch.Generator``, always on the CPU, so that every device and
-world size sees the same data), ``loss = model(ids, labels=labels).loss``,
+world size sees the same data), ``loss = model(ids, labels=labels,
+shift_labels=False).loss`` (a task's labels are each position's own target),
 backward, clip the global gradient norm to ``grad_clip``, one AdamW step.
 With ``grad_accum`` = k the batch is processed in k micro-batches of
 ``batch_size / k`` rows (per process), their gradients summed before the
@@ -71,22 +72,14 @@ under ``torch.autocast`` (parameters, gradients and optimizer state stay
 float32); ``float16`` also scales the loss with a ``torch.amp.GradScaler``
 (a step whose gradients overflowed is skipped and the scale lowered, as the
 scaler does, instead of stopping the guard; the scaler's state is in the
-checkpoints). ``compile``: ``torch.compile`` of the forward (the C++ zoo
-models are one opaque call to Dynamo, so it compiles only the code around
-them; a ``tmm.nn`` model compiles whole). ``activation_checkpointing``:
-each block of a ``tmm.nn.SequenceModel`` is recomputed in backward
-(``torch.utils.checkpoint``) instead of keeping its activations; a C++ zoo
-model is refused: its whole forward is one C++ call whose saved tensors
-Python cannot drop (checkpointing the whole call would recompute
-everything at once and save no peak memory). ``fsdp``: FSDP2
-(``torch.distributed.fsdp.fully_shard`` on each block, then on the model)
-instead of DDP, for ``tmm.nn`` models; parameters, gradients and optimizer
-state are sharded over the processes, every rank evaluates (the forward
-gathers the parameters) and rank 0 logs. A C++ zoo model cannot be
-sharded: ``fully_shard`` replaces each parameter with a ``DTensor`` shard
-and gathers it before a submodule's forward through module hooks, but the
-C++ forward holds its own references to the full tensors and never calls
-Python submodules.
+checkpoints). ``compile``: ``torch.compile`` of the forward.
+``activation_checkpointing``: each block is recomputed in backward
+(``torch.utils.checkpoint``) instead of keeping its activations. ``fsdp``:
+FSDP2 (``torch.distributed.fsdp.fully_shard`` on each block, then on the
+model) instead of DDP; parameters, gradients and optimizer state are sharded
+over the processes, every rank evaluates (the forward gathers the
+parameters) and rank 0 logs; its checkpoints hold the shards
+(torch.distributed.checkpoint) and the gathered model.
 
 FLOPs estimate (:func:`flops_per_token`), per trained token, forward +
 backward (3x the forward):
@@ -163,8 +156,8 @@ class TrainConfig:
     resume: bool = False  # continue from checkpoint_dir's newest checkpoint, if there is one
     precision: str = "float32"  # float32, or bfloat16 / float16 autocast (float16 with a GradScaler)
     compile: object = False  # torch.compile the (DDP-wrapped) model's forward: True, or a backend's name
-    activation_checkpointing: bool = False  # recompute each block in backward (tmm.nn models only)
-    fsdp: bool = False  # FSDP2 (fully_shard per block, then the model) instead of DDP (tmm.nn models only)
+    activation_checkpointing: bool = False  # recompute each block in backward
+    fsdp: bool = False  # FSDP2 (fully_shard per block, then the model) instead of DDP
     peak_flops: Optional[float] = None  # one device's peak FLOP/s for the MFU column (None: the table's, if known)
 
 
@@ -322,25 +315,17 @@ def _full(t):
 
 
 def _enable_activation_checkpointing(model):
-    """Turns on per-block recomputation in backward; ValueError naming why for a model that cannot."""
+    """Turns on per-block recomputation in backward; ValueError for a model without it."""
     if not hasattr(model, "activation_checkpointing"):
-        kind = type(model).__name__
-        why = ("its whole forward is one C++ call, whose saved activations Python cannot drop; checkpointing the "
-               "whole call would recompute every block at once in backward and save no peak memory"
-               if hasattr(model, "_cpp_root") else "it has no per-block recomputation")
-        raise ValueError(f"train: activation_checkpointing is not available for a {kind}: {why}. Build the model "
-                         "from tmm.nn's drop-in layers (tmm.nn.SequenceModel.from_config(config)) instead")
+        raise ValueError(f"train: activation_checkpointing is not available for a {type(model).__name__}: it has no "
+                         "per-block recomputation (tmm.nn.LanguageModel's activation_checkpointing)")
     model.activation_checkpointing = True
 
 
 def _check_shardable(model):
-    if hasattr(model, "_cpp_root") or not hasattr(model, "blocks"):
-        raise ValueError(
-            f"train: fsdp (FSDP2 fully_shard) is not available for a {type(model).__name__}: "
-            + ("a C++ zoo model's forward holds its own references to the full parameters and never calls Python "
-               "submodules, so it cannot gather DTensor shards; train it with DDP (every paper-size model fits one "
-               "GPU) or build it from tmm.nn (tmm.nn.SequenceModel.from_config(config))"
-               if hasattr(model, "_cpp_root") else "it has no .blocks to shard"))
+    if not hasattr(model, "blocks"):
+        raise ValueError(f"train: fsdp (FSDP2 fully_shard) is not available for a {type(model).__name__}: it has no "
+                         ".blocks to shard")
 
 
 # What must match for a checkpoint to continue this run (the rest, e.g. the
@@ -371,7 +356,7 @@ def evaluate(model, task, eval_set, autocast=None):
     try:
         for ids, labels in eval_set:
             with (autocast or contextlib.nullcontext)():
-                out = model(ids, labels=labels)
+                out = model(ids, labels=labels, shift_labels=False)
             losses.append(float(out.loss))
             accs.append(float(task.accuracy(out.logits, labels)))
     finally:
@@ -390,9 +375,6 @@ def _check_config(cfg):
         raise ValueError(f"train: precision must be one of {', '.join(_AMP_DTYPES)}, got {cfg.precision!r}")
     if cfg.peak_flops is not None and not cfg.peak_flops > 0:
         raise ValueError(f"train: peak_flops must be > 0 (FLOP/s of one device), got {cfg.peak_flops!r}")
-    if cfg.fsdp and (cfg.checkpoint_every or cfg.resume):
-        raise ValueError("train: fsdp has no training checkpoints (a sharded tmm.nn model has no checkpoint format); "
-                         "checkpoint_every and resume need DDP")
     if (cfg.checkpoint_every or cfg.resume) and not cfg.checkpoint_dir:
         what = "resume=True" if cfg.resume else f"checkpoint_every={cfg.checkpoint_every}"
         raise ValueError(f"train: {what} needs checkpoint_dir (the folder of the checkpoints)")
@@ -535,7 +517,7 @@ class _Training:
         world, micro = self.world, self.cfg.grad_accum
         if world == 1 and micro == 1:  # the plain step
             with self.autocast():
-                loss = self.fwd(ids.to(self.device), labels=labels.to(self.device)).loss
+                loss = self.fwd(ids.to(self.device), labels=labels.to(self.device), shift_labels=False).loss
             self._check_loss(loss)
             self._backward(loss)
             return loss.detach()
@@ -562,7 +544,7 @@ class _Training:
             if self.sharded:
                 self.model.set_requires_gradient_sync(sync)
             with contextlib.nullcontext() if sync or self.sharded else self._ddp().no_sync(), self.autocast():
-                out = self.fwd(x, labels=y)
+                out = self.fwd(x, labels=y, shift_labels=False)
                 # Each micro-batch's mean loss weighted by its share of the global batch's labelled
                 # tokens (times the world size: DDP averages over the ranks): the gradients sum to
                 # the global batch's mean loss's.
@@ -693,7 +675,7 @@ class _Training:
         if self.scaler is not None:
             state["grad_scaler"] = self.scaler.state_dict()
         train_checkpoints.save(self.cfg.checkpoint_dir, self.step_count, self.model, self.opt, state,
-                           {"data": self.gen}, keep=self.cfg.checkpoint_keep)
+                               {"data": self.gen}, keep=self.cfg.checkpoint_keep, sharded=self.sharded)
 
     def due(self, every):
         """Whether this step gets an evaluation (every = eval_every) or a checkpoint."""
@@ -734,7 +716,7 @@ def train(model, task, cfg: TrainConfig, log: Optional[Callable[[dict], None]] =
                 bar.update(1, loss=f"{row['eval_loss']:.3f}", acc=f"{row['eval_acc']:.3f}")
             else:
                 bar.update(1)
-            if run.main and cfg.checkpoint_every and run.due(cfg.checkpoint_every):
+            if (run.main or run.sharded) and cfg.checkpoint_every and run.due(cfg.checkpoint_every):
                 run.save_checkpoint()
     finally:
         bar.close()

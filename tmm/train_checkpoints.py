@@ -10,6 +10,9 @@ A checkpoint folder holds one sub-folder per saved step and a pointer::
         config.json           \\ the model: the ordinary checkpoint (model.save /
         model.safetensors     /  tmm.models.load / C++ load_checkpoint)
         optimizer.safetensors the optimizer's state tensors ("state.<index>.<key>")
+        dcp/                  (instead, a sharded FSDP2 run: the model's and optimizer's shards,
+                              torch.distributed.checkpoint's files; model.safetensors is then
+                              the gathered model, for serving)
         rng.safetensors       the torch generators' states (global CPU, CUDA, the task's data stream)
         state.json            step, metrics so far, per-step losses, optimizer
                               param_groups, Python and NumPy RNG states, the
@@ -169,60 +172,86 @@ def list_steps(root) -> list:
     return sorted(int(m.group(1)) for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name)))
 
 
-def save(root, step: int, model, optimizer, state: dict, generators: Optional[dict] = None, keep: int = 2) -> Path:
+def _distributed_state(model, optimizer):
+    """The model's (and optimizer's) state dicts of a sharded (FSDP2) model:
+    each rank's shards, as torch.distributed.checkpoint saves and loads them."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+
+    if optimizer is None:
+        return {"model": get_model_state_dict(model)}
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    return {"model": model_sd, "optimizer": optim_sd}
+
+
+def save(root, step: int, model, optimizer, state: dict, generators: Optional[dict] = None, keep: int = 2,
+         sharded: bool = False) -> Path:
     """Writes the checkpoint of ``step`` into ``root`` (see the module
     docstring) and returns its folder. ``state`` is any JSON-able dict
     (metrics, counters); ``generators`` are ``torch.Generator`` s whose
-    states are saved by name. Keeps the ``keep`` (>= 1) newest checkpoints."""
+    states are saved by name. Keeps the ``keep`` (>= 1) newest checkpoints.
+    ``sharded``: an FSDP2 model, saved by every rank together (rank 0 writes
+    all but the shards)."""
     if keep < 1:
         raise ValueError(f"save: keep must be >= 1, got {keep}")
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    for p in root.iterdir():  # what a killed writer left
-        if p.name.startswith((".tmp-step-", ".del-step-")):
-            shutil.rmtree(p, ignore_errors=True)
-        elif p.name.startswith(f".{LATEST}.tmp"):
-            p.unlink(missing_ok=True)
+    main = not sharded or torch.distributed.get_rank() == 0
     name = step_dir_name(step)
-    tmp = root / f".tmp-{name}-{os.getpid()}"
-    tmp.mkdir()
+    tmp = root / f".tmp-{name}"  # one name for every rank
+    if main:
+        root.mkdir(parents=True, exist_ok=True)
+        for p in root.iterdir():  # what a killed writer left
+            if p.name.startswith((".tmp-step-", ".del-step-")):
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.name.startswith(f".{LATEST}.tmp"):
+                p.unlink(missing_ok=True)
+        tmp.mkdir()
+    if sharded:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    model.save(tmp)  # config.json + model.safetensors, each written and fsynced by C++
-    _pause()
-    opt_tensors, opt_js = _optimizer_parts(optimizer)
-    safetensors.save_file(opt_tensors, tmp / "optimizer.safetensors", {"format": FORMAT})
-    _pause()
-    rng_js, rng_tensors = rng_state(generators)
-    safetensors.save_file(rng_tensors, tmp / "rng.safetensors", {"format": FORMAT})
-    _pause()
-    meta = {
-        "format": FORMAT,
-        "version": VERSION,
-        "step": int(step),
-        "param_names": _param_names(model, optimizer),
-        "optimizer": opt_js,
-        "rng": rng_js,
-    }
-    clash = sorted(set(meta) & set(state))
-    if clash:
-        raise ValueError(f"save: state keys {clash} are reserved")
-    atomic_write_text(tmp / "state.json", json.dumps({**meta, **state}) + "\n")
-    fsync_dir(tmp)
-    _pause()
+        torch.distributed.barrier()
+        dcp.save(_distributed_state(model, optimizer), checkpoint_id=tmp / "dcp")
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if main:
+            from . import models
 
-    final = root / name
-    if final.exists():  # written by a run killed before it moved `latest`, which names an older step
-        _delete(final)
-    os.rename(tmp, final)
-    fsync_dir(root)
-    _pause()
-    atomic_write_bytes(root / LATEST, (name + "\n").encode())
+            models.save_checkpoint(model.config, full, tmp)
+    else:
+        model.save(tmp)  # config.json + model.safetensors, each written and fsynced by C++
+        _pause()
+        opt_tensors, opt_js = _optimizer_parts(optimizer)
+        safetensors.save_file(opt_tensors, tmp / "optimizer.safetensors", {"format": FORMAT})
+    if main:
+        _pause()
+        rng_js, rng_tensors = rng_state(generators)
+        safetensors.save_file(rng_tensors, tmp / "rng.safetensors", {"format": FORMAT})
+        _pause()
+        meta = {"format": FORMAT, "version": VERSION, "step": int(step), "sharded": sharded,
+                "param_names": _param_names(model, optimizer), "rng": rng_js}
+        if not sharded:
+            meta["optimizer"] = opt_js
+        clash = sorted(set(meta) & set(state))
+        if clash:
+            raise ValueError(f"save: state keys {clash} are reserved")
+        atomic_write_text(tmp / "state.json", json.dumps({**meta, **state}) + "\n")
+        fsync_dir(tmp)
+        _pause()
 
-    kept = [s for s in list_steps(root) if s <= step][-keep:]
-    for s in list_steps(root):
-        if s not in kept:
-            _delete(root / step_dir_name(s))
-    return final
+        final = root / name
+        if final.exists():  # written by a run killed before it moved `latest`, which names an older step
+            _delete(final)
+        os.rename(tmp, final)
+        fsync_dir(root)
+        _pause()
+        atomic_write_bytes(root / LATEST, (name + "\n").encode())
+
+        kept = [s for s in list_steps(root) if s <= step][-keep:]
+        for s in list_steps(root):
+            if s not in kept:
+                _delete(root / step_dir_name(s))
+    if sharded:
+        torch.distributed.barrier()
+    return root / name
 
 
 def _delete(folder):
@@ -234,6 +263,10 @@ def _delete(folder):
 
 
 # ---------------------------------------------------------------- load
+
+
+def _is_sharded(model):
+    return any(hasattr(p, "placements") for p in model.parameters())
 
 
 def latest(root) -> Optional[Path]:
@@ -248,7 +281,8 @@ def latest(root) -> Optional[Path]:
     if not _STEP_DIR.match(name):
         raise CheckpointError(f"{pointer} holds {name!r}, not a checkpoint folder name like 'step-00000012'")
     path = root / name
-    missing = [f for f in _FILES if not (path / f).is_file()]
+    missing = [f for f in _FILES if not (path / f).is_file()
+               and not (f == "optimizer.safetensors" and (path / "dcp").is_dir())]
     if missing:
         raise CheckpointError(f"{pointer} names {path}, which lacks {', '.join(missing)}")
     return path
@@ -282,7 +316,11 @@ def load(path, model, optimizer=None, generators: Optional[dict] = None) -> dict
     if diff:
         details = ", ".join(f"{k}: checkpoint {saved_config.get(k)!r}, model {config.get(k)!r}" for k in diff)
         raise CheckpointError(f"{path}: the checkpoint's model config differs from the model's ({details})")
-    weights, _ = safetensors.load_file(path / "model.safetensors")
+    sharded = bool(state.get("sharded"))
+    if sharded != _is_sharded(model):
+        raise CheckpointError(f"{path}: a {'sharded (FSDP2)' if sharded else 'whole-model'} checkpoint, and the model "
+                              f"is {'sharded' if _is_sharded(model) else 'not'}: resume it as it was run")
+    weights = None if sharded else safetensors.load_file(path / "model.safetensors")[0]
     opt_sd = None
     if optimizer is not None:
         names = _param_names(model, optimizer)
@@ -291,15 +329,27 @@ def load(path, model, optimizer=None, generators: Optional[dict] = None) -> dict
                 f"{path}: the optimizer's parameters ({len(names)}) are not the checkpoint's "
                 f"({len(state['param_names'])}) in the same order"
             )
-        opt_tensors, _ = safetensors.load_file(path / "optimizer.safetensors")
-        opt_sd = _optimizer_state_dict(opt_tensors, state["optimizer"])
+        if not sharded:
+            opt_tensors, _ = safetensors.load_file(path / "optimizer.safetensors")
+            opt_sd = _optimizer_state_dict(opt_tensors, state["optimizer"])
     rng_tensors, _ = safetensors.load_file(path / "rng.safetensors")
     missing = [n for n in (generators or {}) if f"generator.{n}" not in rng_tensors]
     if missing:
         raise CheckpointError(f"{path}: no saved state for the generator(s) {missing}")
 
-    model.load_state_dict(weights)  # checks every name and shape before copying
-    if opt_sd is not None:
-        optimizer.load_state_dict(opt_sd)
+    if sharded:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
+
+        shards = _distributed_state(model, optimizer)
+        dcp.load(shards, checkpoint_id=path / "dcp")
+        if optimizer is None:
+            set_model_state_dict(model, shards["model"])
+        else:
+            set_state_dict(model, optimizer, model_state_dict=shards["model"], optim_state_dict=shards["optimizer"])
+    else:
+        model.load_state_dict(weights)  # checks every name and shape before copying
+        if opt_sd is not None:
+            optimizer.load_state_dict(opt_sd)
     set_rng_state(state["rng"], rng_tensors, generators)
     return state

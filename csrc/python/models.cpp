@@ -1,10 +1,8 @@
-// tmm._C._LanguageModel: the C++ models as seen by tmm.models.
-//
-// One generic binding serves every architecture. It hands Python the C++
-// module's own tensors (a C++ tensor always comes back to Python as the same
-// PyObject), its module names and kinds, a per-submodule train(), and the
-// forward passes, which run without the GIL. tmm/models/_mirror.py builds the
-// torch.nn.Module tree over them (docs/design/cpp_models_in_python.md).
+// tmm._C._LanguageModel: a C++ model as tmm.models uses it. One generic
+// binding serves every architecture: its tensors (which a Python module tree
+// adopts after build or load), and the engine that decodes, generates and
+// saves with a Python tree's tensors, bound to them (set_data: the same
+// storage, no copy) before each call. The calls run without the GIL.
 #include <torch/csrc/utils/pybind.h>
 
 #include <map>
@@ -42,14 +40,6 @@ NamedTensors to_vector(const Dict& dict) {
   return out;
 }
 
-std::shared_ptr<torch::nn::Module> submodule(LanguageModel& m, const std::string& name) {
-  if (name.empty()) return m.shared_from_this();
-  auto modules = m.named_modules();
-  const auto* found = modules.find(name);
-  TORCH_CHECK(found != nullptr, "the model has no submodule '", name, "'");
-  return *found;
-}
-
 // make(): a C++ module about to compute with a drop-in layer's tensors, so
 // its own initial values are thrown away: their draws are undone, leaving
 // the global generator as it was.
@@ -60,6 +50,30 @@ auto without_draws(Make make) {
   auto made = make();
   gen.set_state(saved);
   return made;
+}
+
+NamedTensors named_tensors(LanguageModel& m) {
+  NamedTensors out = to_vector(m.named_parameters(true));
+  for (auto& item : to_vector(m.named_buffers(true))) out.push_back(std::move(item));
+  return out;
+}
+
+// Makes each of the model's tensors the given one of the same name (same
+// storage, dtype and device: set_data), after checking that the names and
+// shapes are exactly the model's.
+void bind(LanguageModel& m, const NamedTensors& tensors) {
+  std::map<std::string, at::Tensor> given(tensors.begin(), tensors.end());
+  const NamedTensors own = named_tensors(m);
+  TORCH_CHECK(given.size() == own.size() && given.size() == tensors.size(), "bind: expected the model's ",
+              own.size(), " tensors by name, got ", tensors.size());
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : own) {
+    auto it = given.find(name);
+    TORCH_CHECK(it != given.end(), "bind: no tensor \"", name, "\"");
+    TORCH_CHECK(it->second.sizes() == t.sizes(), "bind: \"", name, "\" has shape ", it->second.sizes(),
+                ", the model's is ", t.sizes());
+    at::Tensor(t).set_data(it->second);
+  }
 }
 
 // The C++ ShortConv's decoding on a drop-in layer's weight and bias, with its
@@ -127,26 +141,12 @@ void bind_models(py::module& m) {
 
   py::class_<LanguageModel, std::shared_ptr<LanguageModel>>(m, "_LanguageModel",
                                                             "A C++ tmm::models::LanguageModel (use tmm.models)")
-      .def("named_parameters", [](LanguageModel& self) { return to_vector(self.named_parameters(true)); },
-           "[(name, tensor)]: the C++ parameters themselves, not copies")
-      .def("named_buffers", [](LanguageModel& self) { return to_vector(self.named_buffers(true)); },
-           "[(name, tensor)]: the C++ buffers themselves")
-      .def("named_modules",
-           [](LanguageModel& self) {
-             std::vector<std::string> names;
-             for (const auto& item : self.named_modules()) names.push_back(item.key());
-             return names;
-           },
-           "Module paths, parents first: '', 'embed', 'blocks', 'blocks.0', ...")
-      .def("module_kind", [](LanguageModel& self, const std::string& name) { return submodule(self, name)->name(); },
-           py::arg("name"), "The C++ class of a submodule, e.g. 'torch::nn::ModuleList'")
-      .def("train",
-           [](LanguageModel& self, const std::string& prefix, bool mode) { submodule(self, prefix)->train(mode); },
-           py::arg("prefix"), py::arg("mode"), "Sets the training mode of a submodule and its children")
+      .def("named_tensors", &named_tensors, "[(name, tensor)]: its parameters, then its buffers (not copies)")
+      .def("bind", &bind, py::arg("tensors"),
+           "Makes its tensors the given (name, tensor) pairs, without a copy (set_data)")
       .def(
-          "is_training",
-          [](LanguageModel& self, const std::string& name) { return submodule(self, name)->is_training(); },
-          py::arg("name") = std::string(), "The training mode of a submodule, as C++ sees it")
+          "train", [](LanguageModel& self, bool mode) { self.train(mode); }, py::arg("mode"),
+          "Sets the training mode of the whole model")
       .def("forward", [](LanguageModel& self, const at::Tensor& ids) { return self.forward(ids); },
            py::arg("input_ids"), py::call_guard<py::gil_scoped_release>(), "B x L int64 -> logits B x L x V")
       .def("forward_with",
@@ -209,6 +209,15 @@ void bind_models(py::module& m) {
 
   m.def("_build_model", &tmm::models::build_model, py::arg("config_json"),
         "Builds an untrained model from its JSON configuration (text)");
+  m.def(
+      "_empty_model",
+      [](const std::string& config_json) {
+        auto model = without_draws([&] { return tmm::models::build_model(config_json); });
+        model->eval();
+        return model;
+      },
+      py::arg("config_json"),
+      "A model of this configuration for bind() (its own initial values are drawn and undone), in eval mode");
   m.def("_load_checkpoint", &tmm::models::load_checkpoint, py::arg("dir"),
         py::call_guard<py::gil_scoped_release>(),
         "Builds the model of dir/config.json and fills it from dir/model.safetensors (validated first)");

@@ -26,9 +26,9 @@ runtime options --threads, --no-progress, --no-plots, --checkpoint-every,
 --no-nan-guard, --device, --grad-accum may change). --grad-accum K trains
 each step's --batch-size in K micro-batches per process (gradient
 accumulation: the same step to float rounding, a K-th of the activations).
---precision bfloat16|float16, --compile, --drop-in (TMM and Hyena as tmm.nn
-models) with --activation-checkpointing or --fsdp, --peak-tflops (the MFU
-column), --recipe paper and --dry-run: docs/training.md. What each output holds, how steps are
+--precision bfloat16|float16, --compile, --activation-checkpointing, --fsdp,
+--peak-tflops (the MFU column), --recipe paper and --dry-run:
+docs/training.md. What each output holds, how steps are
 sized to the budget, resume and distributed training: lab/experiments/compare.py
 and docs/experiments.md.
 """
@@ -119,11 +119,9 @@ def parse_args(argv=None):
     p.add_argument("--compile", nargs="?", const="inductor", default=False, metavar="BACKEND",
                    help="torch.compile the forward (with the backend named, default inductor)")
     p.add_argument("--activation-checkpointing", action="store_true",
-                   help="recompute each block in backward (tmm.nn models: with --drop-in)")
+                   help="recompute each block in backward instead of keeping its activations")
     p.add_argument("--fsdp", action="store_true",
-                   help="FSDP2 (fully_shard) instead of DDP under torchrun (tmm.nn models: with --drop-in)")
-    p.add_argument("--drop-in", action="store_true",
-                   help="build TMM and Hyena configs from tmm.nn's drop-in layers (no checkpoints)")
+                   help="FSDP2 (fully_shard) instead of DDP under torchrun")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="one device's peak TFLOP/s for the MFU column (default: tmm.train.PEAK_FLOPS for known GPUs)")
     p.add_argument("--recipe", default=None, choices=["paper"],

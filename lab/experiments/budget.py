@@ -11,8 +11,7 @@ from .model_configs import build_model
 __all__ = ["time_steps", "size_steps", "proportional_share", "EvenShares"]
 
 
-def time_steps(cfg, task, batch_size, seed, n=3, device="cpu", grad_accum=1, world=1, precision="float32",
-               drop_in=False):
+def time_steps(cfg, task, batch_size, seed, n=3, device="cpu", grad_accum=1, world=1, precision="float32"):
     """Seconds per training step (forward, backward, AdamW) of a throwaway
     model: the median of n timed steps after one untimed. A step is what
     one process runs: its ``batch_size / world`` rows in ``grad_accum``
@@ -21,7 +20,7 @@ def time_steps(cfg, task, batch_size, seed, n=3, device="cpu", grad_accum=1, wor
     import contextlib
 
     torch.manual_seed(seed)
-    model = build_model(cfg, drop_in=drop_in).to(device)
+    model = build_model(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(seed + 7)
     dev = torch.device(device)
@@ -36,7 +35,7 @@ def time_steps(cfg, task, batch_size, seed, n=3, device="cpu", grad_accum=1, wor
         opt.zero_grad(set_to_none=True)
         for ids, labels in batches:
             with torch.autocast(dev.type, dtype=amp) if amp else contextlib.nullcontext():
-                loss = model(ids, labels=labels).loss
+                loss = model(ids, labels=labels, shift_labels=False).loss
             loss.backward()
         opt.step()
         sync()

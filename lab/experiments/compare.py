@@ -128,9 +128,8 @@ class CompareSettings:
     min_lr_ratio: float = 0.1  # the linear decay ends at min_lr_ratio * lr
     precision: str = "float32"  # float32, bfloat16 or float16 (autocast; float16 with a GradScaler)
     compile: object = False  # torch.compile the forward: False, or a backend's name ("inductor")
-    activation_checkpointing: bool = False  # recompute each block in backward (with drop_in: tmm.nn models)
-    fsdp: bool = False  # FSDP2 instead of DDP under torchrun (with drop_in: tmm.nn models)
-    drop_in: bool = False  # build TMM and Hyena configs as tmm.nn.SequenceModel (no checkpoints)
+    activation_checkpointing: bool = False  # recompute each block in backward
+    fsdp: bool = False  # FSDP2 instead of DDP under torchrun
     peak_tflops: Optional[float] = None  # one device's peak TFLOP/s for the MFU column (default: the table's)
     recipe: Optional[str] = None  # "paper": the authors' training recipe (lab.experiments.recipe) for unset flags
     dry_run: bool = False  # print the plan and its estimated time (from a measured step), train nothing
@@ -161,12 +160,6 @@ class CompareSettings:
             raise SettingsError(f"--min-lr-ratio must be in [0, 1], got {s.min_lr_ratio}")
         if s.peak_tflops is not None and s.peak_tflops <= 0:
             raise SettingsError("--peak-tflops must be > 0")
-        if s.drop_in and s.checkpoint_every:
-            raise SettingsError("--checkpoint-every is not supported with --drop-in: tmm.nn.SequenceModel has no "
-                                "checkpoint format")
-        if s.fsdp and s.checkpoint_every:
-            raise SettingsError("--checkpoint-every is not supported with --fsdp (a sharded tmm.nn model has no "
-                                "checkpoint format)")
         if s.time_budget_min is not None and s.time_budget_min <= 0:
             raise SettingsError("--time-budget-min must be > 0")
         if s.checkpoint_every < 0:
@@ -307,7 +300,7 @@ class _Comparison:
         runs = []
         for (cfg, short), label in zip(read, labels_for(read)):
             torch.manual_seed(s.seed)
-            model = build_model(fit_to_task(cfg, self.task, s.max_len), drop_in=s.drop_in)
+            model = build_model(fit_to_task(cfg, self.task, s.max_len))
             runs.append({"label": label, "config_name": short, "config": model.config,
                          "params": model.num_parameters(), "rows": [], "status": "pending"})
             del model
@@ -327,8 +320,7 @@ class _Comparison:
             steps = None  # rank 0's, below
         elif s.steps is None:
             est = {r["label"]: budget.time_steps(r["config"], self.task, s.batch_size, s.seed, device=self.device,
-                                                 grad_accum=s.grad_accum, world=self.world, precision=s.precision,
-                                                 drop_in=s.drop_in)
+                                                 grad_accum=s.grad_accum, world=self.world, precision=s.precision)
                    for r in self.runs}
             steps = budget.size_steps(budget_s, est, s.eval_batches)
             self.say(_sized_note(steps, budget_s, est))
@@ -414,7 +406,7 @@ class _Comparison:
             metrics.flush()
 
         torch.manual_seed(self.s.seed)
-        model = build_model(run["config"], drop_in=self.s.drop_in).to(self.device)
+        model = build_model(run["config"]).to(self.device)
         ckpt = self.ckpt_dirs[run["label"]]
         if self.is_main and self.s.checkpoint_every and not (ckpt / operator_index.INITIAL_VECTORS).is_file():
             # the starting point, so that the operator-index analysis can tell whether training moved the vectors

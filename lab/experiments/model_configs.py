@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import tmm.models
-from tmm.models.outputs import ModelConfig
 
 from .errors import SettingsError
 
@@ -127,18 +126,11 @@ def mixer_config(mixer: str, mixer_kwargs: dict, base: dict, mixer_inputs=None) 
     return cfg
 
 
-def build_model(cfg: dict, drop_in: bool = False):
+def build_model(cfg: dict):
     """The model of a config: the zoo's (tmm.models.build), or a user's mixer
-    in the zoo's skeleton (arch "mixer": tmm.nn.SequenceModel); with
-    ``drop_in``, a TMM or Hyena config as tmm.nn.SequenceModel.from_config
-    (the same model in plain Python modules: FSDP2 and activation
-    checkpointing need it; other architectures stay the zoo's)."""
+    in the zoo's skeleton (arch "mixer": tmm.nn.SequenceModel)."""
     from tmm.nn import SequenceModel
 
     if cfg.get("arch") == "mixer":
         return SequenceModel.from_mixer_config(cfg)
-    if drop_in and cfg.get("arch") in ("tmm", "hyena"):
-        model = SequenceModel.from_config(cfg)
-        model.config = ModelConfig(cfg)  # the zoo config it reproduces (the FLOPs estimate reads it)
-        return model
     return tmm.models.build(cfg)

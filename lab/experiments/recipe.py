@@ -7,7 +7,7 @@ it starts (``--dry-run``: the estimate only).
     torchrun --nproc_per_node 8 scripts/compare.py --recipe paper --task-option path=shards/ --device cuda ...
     python scripts/compare.py --recipe paper --task-option path=shards/ --dry-run      # the estimate, then exit
 
-``paper`` (the TMM authors' runs, issue 25): the zoo's ``*-paper`` configs
+``paper`` (the TMM authors' runs): the zoo's ``*-paper`` configs
 (TMM 4 heads d 1024, Transformer, Hyena, Mamba2; 19-184 M parameters at
 an 8k vocabulary), token shards (``--task shards``; an 8k BPE is
 ``scripts/prepare_corpus.py --tokenizer bpe --vocab 8192``) in windows of
@@ -83,8 +83,7 @@ def estimate(runs, task, settings, device, world):
     out = []
     for r in runs:
         step_s = time_steps(r["config"], task, settings.batch_size, settings.seed, device=device,
-                            grad_accum=settings.grad_accum, world=world, precision=settings.precision,
-                            drop_in=settings.drop_in)
+                            grad_accum=settings.grad_accum, world=world, precision=settings.precision)
         tokens = settings.steps * settings.batch_size * task.seq_len
         out.append({"label": r["label"], "config": r["config_name"], "params": r["params"], "step_s": step_s,
                     "steps": settings.steps, "total_s": step_s * settings.steps, "tokens": tokens,

@@ -44,17 +44,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tmm.nn import CausalToeplitz, MixerBlock, SequenceModel, ToeplitzMixer
+from tmm.nn import CausalToeplitz, MixerBlock, ToeplitzMixer
 from tmm.tasks import IGNORE_INDEX, Task
 
 __all__ = ["DECODER_MODES", "BottleneckDecoder", "UnrollBottleneck", "MaskedMixerDecoder", "Autoencoder",
-           "RegenerateTask", "RandomTokens", "last_block_states", "python_twin", "state_source", "unroll_indices",
+           "RegenerateTask", "RandomTokens", "last_block_states", "unroll_indices",
            "position_accuracy", "position_metrics", "bits_recovered"]
 
 DECODER_MODES = ("batchnorm", "authors")
-# The zoo architectures whose final norm is optional (config "final_norm"):
-# their last block's raw output is reachable from Python (tmm.nn.SequenceModel).
-_OPTIONAL_FINAL_NORM = ("tmm", "hyena")
 
 Output = collections.namedtuple("Output", ["logits", "loss"])
 
@@ -166,11 +163,19 @@ class MaskedMixerDecoder(nn.Module):
         self.seq_len = seq_len
         self.heads = heads
         self.bottleneck = UnrollBottleneck(d_in, seq_len, d)
-        self.blocks = nn.ModuleList(
-            MixerBlock(d, mixer=self._mixer(d, seq_len, heads), activation="gelu", block_order="mixer_first",
-                       init="torch", registration="mixer_first")
-            for _ in range(layers))
+        self.blocks = nn.ModuleList(self._block(d, self._mixer(d, seq_len, heads)) for _ in range(layers))
         self.head = nn.Linear(d, vocab_size, bias=False)
+
+    @staticmethod
+    def _block(d, mixer):
+        """Their MixerBlock: mixer first (also in the order of its parameters),
+        GELU, LayerNorm, torch's own init of the FFN and norms."""
+        block = MixerBlock(d, mixer=mixer, activation="gelu", block_order="mixer_first", device="meta")
+        for name in ("ffn_norm", "ffn_in", "ffn_out", "mixer_norm"):
+            getattr(block, name).to_empty(device="cpu").reset_parameters()
+        for name in ("mixer", "mixer_norm"):  # their registration order: the mixer's branch first
+            block._modules = {name: block._modules.pop(name), **block._modules}
+        return block
 
     @staticmethod
     def _mixer(d, seq_len, heads):
@@ -187,63 +192,24 @@ class MaskedMixerDecoder(nn.Module):
         return self.head(x)
 
 
-def _needs_twin(encoder):
-    return (not isinstance(encoder, SequenceModel) and getattr(encoder, "arch", None) in _OPTIONAL_FINAL_NORM
-            and bool(encoder.config.get("final_norm")))
-
-
-def state_source(encoder):
-    """What :func:`last_block_states` gives for ``encoder`` (a zoo TMM or
-    Hyena with a final norm: for its :func:`python_twin`): "raw last block",
-    or "after the final norm" for the zoo's Transformer and Mamba2, whose
-    final RMSNorm is part of the C++ model: its forward exposes only the
-    normed states, and Python cannot reach the state before it."""
-    if isinstance(encoder, SequenceModel) or getattr(encoder, "arch", None) in _OPTIONAL_FINAL_NORM:
-        return "raw last block"
-    return "after the final norm"
-
-
-def python_twin(encoder):
-    """A zoo TMM or Hyena with a final norm as a tmm.nn.SequenceModel with
-    the same tensor values (copied), frozen flags and mode, so its last
-    block's raw output is reachable; any other encoder is returned as is."""
-    if not _needs_twin(encoder):
-        return encoder
-    twin = SequenceModel.from_config(encoder.config)
-    twin.load_state_dict(encoder.state_dict())
-    frozen = {n for n, p in encoder.named_parameters() if not p.requires_grad}
-    for n, p in twin.named_parameters():
-        p.requires_grad_(n not in frozen)
-    return twin.train(encoder.training)
-
-
 def last_block_states(encoder, ids):
     """B x L ids -> B x L x d: the output of the encoder's last block, before
-    any final norm (a tmm.nn.SequenceModel's, or a zoo model's without a final
-    norm: the states its head reads). For the zoo's Transformer and Mamba2 it
-    is the states after their final norm (see :func:`state_source`); a zoo
-    TMM or Hyena with a final norm must first be made a :func:`python_twin`."""
-    if isinstance(encoder, SequenceModel):
-        encoder._check_ids(ids)
-        h = encoder.embed(ids)
-        for block in encoder.blocks:
-            h = block(h)
-        return h
-    if _needs_twin(encoder):
-        raise ValueError(f"last_block_states: this zoo {encoder.arch} has a final norm, which its C++ forward "
-                         "always applies; pass python_twin(encoder)")
-    return encoder.hidden_states(ids)
+    any final norm (a tmm.nn.LanguageModel's: the zoo's or a SequenceModel)."""
+    encoder._check_ids(ids)
+    h = encoder.embed(ids)
+    for block in encoder.blocks:
+        h = block(h)
+    return h
 
 
 class Autoencoder(nn.Module):
-    """Encoder (a tmm.models LanguageModel or tmm.nn.SequenceModel, or None
+    """Encoder (a tmm.nn.LanguageModel: a zoo model or a SequenceModel, or None
     for the baseline) -> its state at ``position`` -> the decoder of ``mode``:
     "batchnorm" (the head's input state, :class:`BottleneckDecoder`; options
     d, layers, heads) or "authors" (the raw last block's state,
     :func:`last_block_states`, into :class:`MaskedMixerDecoder`; options d,
-    layers; a zoo TMM or Hyena with a final norm is replaced by its
-    :func:`python_twin`). ``model(ids, labels=ids)`` returns ``(logits,
-    loss)`` as the zoo models do, so :func:`tmm.train.train` trains it."""
+    layers). ``model(ids, labels=ids)`` returns ``(logits, loss)`` as the zoo
+    models do, so :func:`tmm.train.train` trains it."""
 
     def __init__(self, encoder, vocab_size, seq_len, frozen=True, position=-1, d_in=None, mode="batchnorm",
                  **decoder_opts):
@@ -255,14 +221,13 @@ class Autoencoder(nn.Module):
         if not -seq_len <= int(position) < seq_len:
             raise ValueError(f"Autoencoder: position must be in [-{seq_len}, {seq_len - 1}], got {position}")
         self.mode = mode
-        self.encoder = python_twin(encoder) if (encoder is not None and mode == "authors") else encoder
+        self.encoder = encoder
         self.frozen = bool(frozen)
         self.position = int(position)
-        if d_in is None:  # a SequenceModel has d_model, a zoo model its config
-            d_in = getattr(self.encoder, "d_model", None) or self.encoder.config["d_model"]
+        if d_in is None:
+            d_in = self.encoder.d_model
         self.d_in = int(d_in)
-        self.state = None if encoder is None else (
-            state_source(self.encoder) if mode == "authors" else "head input")
+        self.state = None if encoder is None else ("raw last block" if mode == "authors" else "head input")
         if encoder is not None and self.frozen:
             for p in self.encoder.parameters():
                 p.requires_grad_(False)
@@ -282,7 +247,7 @@ class Autoencoder(nn.Module):
                 return self._states(ids)[:, self.position].detach()
         return self._states(ids)[:, self.position]
 
-    def forward(self, ids, labels=None):
+    def forward(self, ids, labels=None, shift_labels=False):  # labels: each position's own token (no shift)
         logits = self.decoder(self.encode(ids))
         loss = None
         if labels is not None:

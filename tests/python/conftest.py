@@ -13,7 +13,7 @@ Options (the GPU check, scripts/gpu_check.py, runs the op tests with them):
                       each test ends (a killed run leaves the finished ones).
   --deadline EPOCH    tests that would start later are skipped ("deadline").
 
-No silent skips (issue 22): skip reasons are printed (-rs, pyproject.toml),
+No silent skips: skip reasons are printed (-rs, pyproject.toml),
 and a skip is allowed only where EXPECTED_SKIPS names its reason and the
 reason holds on this machine (no GPU, say); any other skip fails the run,
 listed at the end.

@@ -28,13 +28,11 @@ DTYPES = [torch.bfloat16, torch.float16]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-MODELS = {  # tiny configs: every zoo architecture, the C++ model and the drop-in one
+MODELS = {  # tiny configs: every zoo architecture, and a SequenceModel around Mamba2's mixer
     "tmm": lambda: tmm.models.build("tmm-tiny"),
     "transformer": lambda: tmm.models.build("transformer-tiny"),
     "hyena": lambda: tmm.models.build("hyena-tiny"),
     "mamba2": lambda: tmm.models.build("mamba2-tiny"),
-    "nn-tmm": lambda: SequenceModel.from_config("tmm-tiny"),
-    "nn-hyena": lambda: SequenceModel.from_config("hyena-tiny"),
     "nn-mamba2": lambda: SequenceModel(Mamba2Mixer, 64, 32, 2, 64, final_norm=True,
                                        mixer_kwargs={"d_state": 8, "headdim": 8, "ngroups": 2, "chunk_size": 8}),
 }

@@ -50,7 +50,7 @@ def trained_dir(tmp_path_factory):
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     x = ids[: min(len(ids), 128)].unsqueeze(0)
     for _ in range(30):
-        loss = model(x[:, :-1], labels=x[:, 1:]).loss
+        loss = model(x, labels=x).loss  # next-token prediction
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -285,7 +285,7 @@ def test_cli_uses_a_llama3_style_tokenizer_json(tmp_path):
     train_ids = torch.tensor(tok.encode(TEXT)[:128]).unsqueeze(0)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(30):
-        loss = model(train_ids[:, :-1], labels=train_ids[:, 1:]).loss
+        loss = model(train_ids, labels=train_ids).loss
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -1,4 +1,4 @@
-"""The streaming loader over token shards (tmm.data.ShardLoader, issue 25):
+"""The streaming loader over token shards (tmm.data.ShardLoader):
 windows are the shards' tokens, the order is a pure function of the seed,
 ranks are disjoint and together cover each epoch, a resumed loader gives the
 remaining sequence exactly, and resident memory stays flat over a 1 GiB shard."""

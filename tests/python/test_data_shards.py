@@ -1,4 +1,4 @@
-"""Token shards (tmm.data, issue 25): the file format round-trips at both
+"""Token shards (tmm.data): the file format round-trips at both
 widths and names what is wrong with a bad file; prepare_corpus writes the
 lm task's two token streams, the same bytes with any number of workers, and
 a run killed midway resumes to byte-identical shards."""

@@ -1,4 +1,4 @@
-"""Training on token shards through tmm.train (the ``shards`` task, issue 25):
+"""Training on token shards through tmm.train (the ``shards`` task):
 the loop reads the seeded stream, a run interrupted mid-shard and resumed
 from its checkpoint is bitwise the uninterrupted one (the stream position is
 in the checkpoint; also for scripts/compare.py SIGKILLed mid-run), and two

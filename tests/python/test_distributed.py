@@ -1,4 +1,4 @@
-"""Distributed training (issue 6): tmm.train under 2 CPU processes (gloo,
+"""Distributed training: tmm.train under 2 CPU processes (gloo,
 DistributedDataParallel around the C++ models) ends with the parameters of a
 single process trained on the same global batches; scripts/compare.py runs
 unchanged under torchrun and only rank 0 writes."""

@@ -1,4 +1,4 @@
-"""The lm-eval adapter (tmm.eval.harness, issue 25 part 5), offline: local
+"""The lm-eval adapter (tmm.eval.harness), offline: local
 tasks written here (a JSONL multiple-choice set and a generation set, read
 by the harness's `json` data set loader through a TaskManager include path).
 

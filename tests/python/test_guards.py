@@ -1,4 +1,4 @@
-"""The training loop's numerical guard (issue 7): training stops with an error
+"""The training loop's numerical guard: training stops with an error
 naming the step and the FIRST non-finite tensor (the loss, a gradient by
 parameter name, or a parameter after the optimizer step); on by default,
 off with nan_guard=False / compare.py --no-nan-guard (CompareSettings.no_nan_guard)."""

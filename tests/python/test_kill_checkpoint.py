@@ -1,4 +1,4 @@
-"""SIGKILL at random moments (issue 7): a scripts/compare.py run that
+"""SIGKILL at random moments: a scripts/compare.py run that
 checkpoints every step is killed again and again, some kills landing inside
 a checkpoint write (TMM_CHECKPOINT_WRITE_DELAY_S widens that window); after
 every kill each remaining checkpoint loads, and --resume finally finishes the

@@ -1,10 +1,7 @@
-"""tmm.models: the C++ models as torch.nn.Modules over the C++ tensors, and
-their checkpoints. Every test runs for every models/*-tiny.json.
-
-"C++ view" below means the tensors as the C++ module reports them
-(model._cpp_root.named_parameters()), to check that what Python does reaches
-the tensors C++ computes with.
-"""
+"""tmm.models: the zoo's models as plain nn.Module trees (their values the
+C++ models', their decoding, generation and checkpoints the C++ library's
+through a C++ model that borrows their tensors), and their checkpoints.
+Every test runs for every models/*-tiny.json."""
 import copy
 import io
 import json
@@ -19,6 +16,8 @@ from torch import nn
 
 import tmm.models
 from tmm.io.safetensors import load_file, save_file
+
+from cpp_twin import CppTwin
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 TINY = sorted(p.stem for p in MODELS.glob("*-tiny.json"))
@@ -44,19 +43,14 @@ def ids_for(model, b=B, n=L, seed=1):
     return torch.randint(0, model.config["vocab_size"], (b, n), generator=g)
 
 
-def cpp_tensors(model):
-    cpp = model._cpp_root
-    return dict(cpp.named_parameters()) | dict(cpp.named_buffers())
-
-
 def snapshot(model):
-    return {k: v.detach().clone() for k, v in cpp_tensors(model).items()}
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 def test_zoo_has_tiny_configs():
     assert "tmm-tiny" in TINY
     assert set(TINY) <= set(tmm.models.list_configs())
-    assert {n.rsplit("-", 1)[0] for n in TINY} <= set(tmm.models.architectures())
+    assert {n.rsplit("-", 1)[0] for n in TINY} <= set(tmm.models.architectures()) == set(tmm.models.ARCHITECTURES)
 
 
 # --- building and running ---------------------------------------------------
@@ -65,12 +59,29 @@ def test_zoo_has_tiny_configs():
 def test_build_by_name_path_dict_and_text(name, tmp_path):
     c = config_of(name)
     a = tmm.models.build(name)
-    assert isinstance(a, nn.Module) and isinstance(a, tmm.models.LanguageModel)
+    assert type(a) is tmm.models.ARCHITECTURES[c["arch"]] and isinstance(a, tmm.nn.LanguageModel)
     full = a.config
     assert full["arch"] == c["arch"] and all(full[k] == v for k, v in c.items())
     for src in (str(MODELS / f"{name}.json"), MODELS / f"{name}.json", c, json.dumps(c), full):
         assert tmm.models.build(src).config == full
     assert a.arch == c["arch"]
+
+
+def test_a_plain_module_tree(name):
+    """Every parameter and buffer is Python's own (no C++ model holds it),
+    every submodule is callable, and the tree computes what C++ computes."""
+    model = tmm.models.build(name).eval()
+    assert model._engine is None
+    assert all(type(p) is nn.Parameter and not p.is_meta for p in model.parameters())
+    ids = ids_for(model)
+    h = model.embed(ids)
+    for block in model.blocks:  # a block alone
+        h = block(h)
+    norm = model.final_norm_module()
+    with torch.no_grad():
+        assert torch.equal(model.hidden_states(ids), norm(h) if norm is not None else h)
+        assert torch.equal(model(ids), CppTwin(model)(ids))
+    assert "blocks" in repr(model) and len(model.blocks) == model.config["n_layers"]
 
 
 def test_forward_shapes(name):
@@ -83,10 +94,12 @@ def test_forward_shapes(name):
     assert out.hidden.shape == (B, L, c["d_model"])
     torch.testing.assert_close(out.logits, logits)
     torch.testing.assert_close(model.hidden_states(ids), out.hidden)
-    out = model(ids, labels=ids)
+    out = model(ids, labels=ids)  # next-token prediction, as transformers
     assert out.hidden is None and out.loss.shape == ()
-    expected = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ids.reshape(-1))
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
     torch.testing.assert_close(out.loss, expected)
+    own = model(ids, labels=ids, shift_labels=False).loss  # each position's own target
+    torch.testing.assert_close(own, F.cross_entropy(logits.reshape(-1, logits.size(-1)), ids.reshape(-1)))
 
 
 def test_causality(name):
@@ -107,61 +120,43 @@ def test_every_parameter_gets_a_gradient_from_a_python_loss(name):
     logits = model(ids)
     loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
     loss.backward()
-    cpp = dict(model._cpp_root.named_parameters())
     for n, p in model.named_parameters():
         assert p.grad is not None, n
         assert torch.isfinite(p.grad).all() and p.grad.abs().max() > 0, n
-        assert cpp[n].grad is p.grad, n  # C++ sees the same gradient tensor
 
 
-def test_parameters_are_the_cpp_tensors(name):
-    model = tmm.models.build(name)
-    cpp = model._cpp_root
-    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
-    assert params.keys() == {n for n, _ in cpp.named_parameters()}
-    assert buffers.keys() == {n for n, _ in cpp.named_buffers()}
-    assert set(model.state_dict()) == params.keys() | buffers.keys()
-    for n, t in cpp.named_parameters():
-        assert type(params[n]) is nn.Parameter and params[n] is t and t.requires_grad, n
-    for n, t in cpp.named_buffers():
-        assert buffers[n] is t, n
-    assert model.num_parameters() == sum(p.numel() for p in model.parameters())
-    # modules: one node per C++ submodule, at the same path
-    assert {n for n, _ in model.named_modules()} == set(cpp.named_modules())
-    blocks = model.get_submodule("blocks")
-    assert len(blocks) == model.config["n_layers"] and blocks[0] is model.get_submodule("blocks.0")
-    assert list(blocks)[-1] is blocks[-1]
-    assert "blocks" in repr(model)
-
-
-def test_twenty_adamw_steps_change_the_cpp_tensors_and_lower_the_loss(name):
+def test_twenty_adamw_steps_lower_the_loss_and_reach_generation(name):
     torch.manual_seed(0)
     model = tmm.models.build(name)
     ids = ids_for(model, b=4, n=32)
-    labels = ids.roll(-1, dims=1)
     before = snapshot(model)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     losses = []
     for _ in range(20):
         opt.zero_grad()
-        loss = model(ids, labels=labels).loss
+        loss = model(ids, labels=ids).loss
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    model.eval()
     with torch.no_grad():
-        final = model(ids, labels=labels).loss.item()
-    assert final < 0.9 * losses[0], (losses, final)
-    after = cpp_tensors(model)
-    for n, p in model._cpp_root.named_parameters():
-        assert not torch.equal(after[n], before[n]), f"C++ tensor {n} did not change"
-    opt.zero_grad()  # set_to_none reaches C++ too
-    assert all(t.grad is None for _, t in model._cpp_root.named_parameters())
+        final = model(ids, labels=ids).loss.item()
+        assert final < 0.9 * losses[0], (losses, final)
+        assert torch.equal(CppTwin(model)(ids), model(ids))  # C++ computes with the trained tensors
+    after = model.state_dict()
+    for n, _ in model.named_parameters():
+        assert not torch.equal(after[n], before[n]), f"{n} did not change"
+    greedy = model.generate(ids[0, :5].tolist(), max_new_tokens=3, temperature=0)["tokens"]
+    step = ids[:1, :5]
+    for token in greedy:  # C++ generation agrees with the Python forward
+        with torch.no_grad():
+            assert int(model(step)[0, -1].argmax()) == token
+        step = torch.cat([step, torch.tensor([[token]])], 1)
 
 
-def test_requires_grad_reaches_cpp(name):
+def test_requires_grad(name):
     model = tmm.models.build(name)
     model.requires_grad_(False)
-    assert not any(t.requires_grad for _, t in model._cpp_root.named_parameters())
     assert model.num_parameters(trainable_only=True) == 0
     model.get_submodule("blocks.0").requires_grad_(True)
     out = model(ids_for(model), labels=ids_for(model))
@@ -175,65 +170,56 @@ def test_to_float64_and_back(name):
     ids = ids_for(model)
     with torch.no_grad():
         ref = model(ids)
-        assert model.double() is model
-        assert all(t.dtype == torch.float64 for t in cpp_tensors(model).values() if t.is_floating_point())
+        model.generate([1, 2], max_new_tokens=1)  # an engine bound to the float32 tensors
+        assert model.double() is model and model._engine is None  # let go of them
         got = model(ids)
-        assert got.dtype == torch.float64
+        assert got.dtype == torch.float64 and torch.equal(got, CppTwin(model)(ids))
         torch.testing.assert_close(got.float(), ref, rtol=1e-4, atol=1e-4)
         model.to(dtype=torch.float32)
-        assert all(t.dtype == torch.float32 for t in cpp_tensors(model).values() if t.is_floating_point())
         torch.testing.assert_close(model(ids), ref, rtol=1e-5, atol=1e-5)
 
 
 def test_bad_input_ids_are_clear_errors(name):
     model = tmm.models.build(name)
     c = model.config
-    with pytest.raises(RuntimeError, match="input_ids"):
+    with pytest.raises(ValueError, match=r"input_ids: expected token ids in \[0, \d+\)"):
         model(torch.full((1, 4), c["vocab_size"]))
-    with pytest.raises(RuntimeError, match="input_ids"):
+    with pytest.raises(ValueError, match="input_ids: sequence length"):
         model(torch.zeros(1, c["max_len"] + 1, dtype=torch.long))
-    with pytest.raises(RuntimeError, match="input_ids"):
+    with pytest.raises(ValueError, match="input_ids: expected a B x L int64 tensor"):
         model(torch.zeros(1, 4, dtype=torch.int32))
 
 
-# --- train / eval -------------------------------------------------------------
-
-
-def test_train_and_eval_reach_cpp(name):
+def test_train_and_eval(name):
     model = tmm.models.build(config_of(name, dropout=0.5))
-    cpp, ids = model._cpp_root, ids_for(model)
-    assert model.training and cpp.is_training("")
+    ids = ids_for(model)
+    assert model.training
     with torch.no_grad():
         assert not torch.equal(model(ids), model(ids))  # dropout on
         model.eval()
         assert not any(m.training for m in model.modules())
-        assert not any(cpp.is_training(n) for n in cpp.named_modules())
         assert torch.equal(model(ids), model(ids))
         model.train()
-        assert all(cpp.is_training(n) for n in cpp.named_modules())
         model.get_submodule("blocks.0").eval()  # only that block
-        assert not cpp.is_training("blocks.0") and cpp.is_training("blocks.1") and cpp.is_training("")
-        assert not model.get_submodule("blocks.0").training and model.training
+        assert not model.get_submodule("blocks.0").training and model.blocks[1].training and model.training
 
 
-# --- state_dict, pickling, copies -------------------------------------------
+# --- state_dict, replaced tensors, pickling, copies ---------------------------
 
 
-def test_load_state_dict_copies_into_the_cpp_tensors(name):
+def test_load_state_dict(name):
     a, b = tmm.models.build(name).eval(), tmm.models.build(name).eval()
     ids = ids_for(a)
-    objects = cpp_tensors(b)
     b.load_state_dict(a.state_dict())
-    assert all(cpp_tensors(b)[k] is t for k, t in objects.items())  # same objects, new values
     with torch.no_grad():
         assert torch.equal(a(ids), b(ids))
     buf = io.BytesIO()
     torch.save(a.state_dict(), buf)
     buf.seek(0)
     c = tmm.models.build(name).eval()
-    c.load_state_dict(torch.load(buf, weights_only=True))
+    c.load_state_dict(torch.load(buf, weights_only=True), assign=True)
     with torch.no_grad():
-        assert torch.equal(a(ids), c(ids))
+        assert torch.equal(a(ids), c(ids)) and torch.equal(CppTwin(c)(ids), a(ids))
 
 
 def test_failed_load_state_dict_loads_nothing(name):
@@ -251,25 +237,30 @@ def test_failed_load_state_dict_loads_nothing(name):
         model.load_state_dict(missing)
     with pytest.raises(RuntimeError, match="unexpected key \"extra.weight\""):
         model.load_state_dict(good | {"extra.weight": torch.zeros(1)})
-    with pytest.raises(RuntimeError, match="assign=True"):
-        model.load_state_dict(good, assign=True)
-    after = cpp_tensors(model)
+    after = model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in before.items())
     model.load_state_dict(missing, strict=False)  # the rest is copied
+    after = model.state_dict()
     assert torch.equal(after[first], good[first]) and torch.equal(after[last], before[last])
 
 
-def test_replacing_a_parameter_is_caught(name):
-    model = tmm.models.build(name)
-    model.get_submodule("embed").weight = nn.Parameter(torch.zeros_like(model.get_submodule("embed").weight))
-    with pytest.raises(RuntimeError, match="'embed.weight' was replaced"):
-        model(ids_for(model))
-    with pytest.raises(RuntimeError, match="cannot be called on its own"):
-        model.get_submodule("blocks.0")(torch.zeros(1, 2, model.config["d_model"]))
+def test_replaced_tensors_are_what_everything_computes_with(name):
+    """A new Parameter object, functional_call, load_state_dict(assign=True):
+    the forward and the C++ generation and checkpoint use them."""
+    model = tmm.models.build(name).eval()
+    ids = ids_for(model)
+    model.embed.weight = nn.Parameter(torch.randn_like(model.embed.weight))
+    with torch.no_grad():
+        assert torch.equal(model(ids), CppTwin(model)(ids))
+        doubled = {k: 2 * v for k, v in model.state_dict().items()}
+        y = torch.func.functional_call(model, doubled, (ids,))
+        model.load_state_dict(doubled, assign=True)
+        assert torch.equal(y, model(ids)) and torch.equal(y, CppTwin(model)(ids))
 
 
 def test_pickle_deepcopy_and_torch_save(name):
     model = tmm.models.build(name).eval()
+    model.generate([1, 2], max_new_tokens=1)  # it has an engine now
     model.get_submodule("embed").requires_grad_(False)
     ids = ids_for(model)
     with torch.no_grad():
@@ -283,27 +274,11 @@ def test_pickle_deepcopy_and_torch_save(name):
         frozen = {n for n, p in c.named_parameters() if not p.requires_grad}
         assert frozen == {n for n, p in model.named_parameters() if not p.requires_grad}
         with torch.no_grad():
-            assert torch.equal(c(ids), ref)
-        # a new C++ model, whose own tensors the copy's Parameters are
-        assert c._cpp_root is not model._cpp_root
-        assert all(t is cpp_tensors(c)[n] for n, t in c.state_dict(keep_vars=True).items())
+            assert torch.equal(c(ids), ref) and torch.equal(CppTwin(c)(ids), ref)
     with torch.no_grad():
         for p in copies[0].parameters():
             p.add_(1.0)
         assert torch.equal(model(ids), ref)
-    d = copy.deepcopy(model.double())  # dtype kept
-    assert all(t.dtype == torch.float64 for t in cpp_tensors(d).values() if t.is_floating_point())
-    with pytest.raises(TypeError, match="whole model"):
-        copy.deepcopy(model.get_submodule("blocks.0"))
-
-
-@pytest.mark.compile
-def test_torch_compile_around_the_cpp_forward():
-    model = tmm.models.build("tmm-tiny").eval()
-    ids = ids_for(model)
-    compiled = torch.compile(model, backend="eager")
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(ids), model(ids))
 
 
 # --- checkpoints ----------------------------------------------------------------
@@ -328,7 +303,7 @@ def test_save_load_identical_logits(name, tmp_path):
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["config.json", "model.safetensors"]
     assert json.loads((tmp_path / "ckpt" / "config.json").read_text()) == model.config
     loaded = tmm.models.load(tmp_path / "ckpt").eval()
-    assert isinstance(loaded, tmm.models.LanguageModel) and loaded.config == model.config
+    assert type(loaded) is type(model) and loaded.config == model.config
     with torch.no_grad():
         assert torch.equal(loaded(ids), model(ids))
     sd, lsd = model.state_dict(), loaded.state_dict()
@@ -340,7 +315,7 @@ def test_save_load_identical_logits(name, tmp_path):
 
 def test_load_device_and_dtype(name, tmp_path):
     """load(device=, dtype=) (docs/models.md): every tensor where asked, the
-    same logits; the C++ tensors moved, not copies."""
+    same logits."""
     model = trained(name)
     ids = ids_for(model)
     model.save(tmp_path / "ckpt")
@@ -351,7 +326,7 @@ def test_load_device_and_dtype(name, tmp_path):
             assert {t.device.type for t in loaded.state_dict().values()} == {"cpu"}
             assert torch.equal(loaded(ids), expected)
         both = tmm.models.load(tmp_path / "ckpt", device="cpu", dtype=torch.float64).eval()
-        assert {t.dtype for t in cpp_tensors(both).values() if t.is_floating_point()} == {torch.float64}
+        assert {t.dtype for t in both.state_dict().values() if t.is_floating_point()} == {torch.float64}
         assert torch.allclose(both(ids).float(), expected, rtol=1e-4, atol=1e-5)
     with pytest.raises(RuntimeError, match="nowhere"):
         tmm.models.load(tmp_path / "ckpt", device="nowhere")
@@ -364,7 +339,7 @@ def test_load_to_cuda(name, tmp_path):
     ids = ids_for(model)
     model.save(tmp_path / "ckpt")
     loaded = tmm.models.load(tmp_path / "ckpt", device="cuda").eval()
-    assert {t.device.type for t in cpp_tensors(loaded).values()} == {"cuda"}
+    assert {t.device.type for t in loaded.state_dict().values()} == {"cuda"}
     with torch.no_grad():
         got = loaded(ids.cuda()).cpu()
         expected = model(ids)

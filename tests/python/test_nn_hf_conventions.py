@@ -1,4 +1,4 @@
-"""HF-style conventions of the zoo's LMs (issue 13 item 4): LMOutput by name
+"""HF-style conventions of the zoo's LMs: LMOutput by name
 and as a mapping, shift_labels, transformers.Trainer, and hooks on mirrored
 C++ parts refused with a pointer to tmm.nn."""
 import copy
@@ -42,21 +42,19 @@ def test_shift_labels_is_next_token_prediction(arch):
     labels[1, 3] = -100  # ignored positions stay ignored after the shift
     logits = model(ids)
     want = F.cross_entropy(logits[:, :-1].reshape(-1, 64), labels[:, 1:].reshape(-1), ignore_index=-100)
-    shifted = model(ids, labels=labels, shift_labels=True).loss
-    assert torch.allclose(shifted, want, rtol=1e-6, atol=1e-7)
+    assert torch.allclose(model(ids, labels=labels).loss, want, rtol=1e-6, atol=1e-7)  # the default, as transformers
     unshifted = F.cross_entropy(logits.reshape(-1, 64), labels.reshape(-1), ignore_index=-100)
-    assert torch.allclose(model(ids, labels=labels).loss, unshifted, rtol=1e-6, atol=1e-7)  # default: as given
-    model.shift_labels = True  # the model-wide default (what transformers.Trainer needs)
-    assert torch.allclose(model(ids, labels=labels).loss, want, rtol=1e-6, atol=1e-7)
     assert torch.allclose(model(ids, labels=labels, shift_labels=False).loss, unshifted, rtol=1e-6, atol=1e-7)
-    assert copy.deepcopy(model).shift_labels is True
+    model.shift_labels = False  # the model-wide setting: labels are each position's own target
+    assert torch.allclose(model(ids, labels=labels).loss, unshifted, rtol=1e-6, atol=1e-7)
+    assert torch.allclose(model(ids, labels=labels, shift_labels=True).loss, want, rtol=1e-6, atol=1e-7)
+    assert copy.deepcopy(model).shift_labels is False
 
 
 def test_transformers_trainer_trains_a_tmm_model(tmp_path):
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
-    model = tiny()
-    model.shift_labels = True  # labels = input_ids, as transformers' causal LMs take them
+    model = tiny()  # labels = input_ids, as transformers' causal LMs take them
     g = torch.Generator().manual_seed(1)
     pattern = torch.arange(32) % 8  # a learnable sequence: next token = previous + 1 (mod 8)
     rows = [{"input_ids": (pattern + int(torch.randint(0, 8, (1,), generator=g))) % 8} for _ in range(32)]
@@ -75,13 +73,15 @@ def test_transformers_trainer_trains_a_tmm_model(tmp_path):
     assert all("loss" in log for log in trainer.state.log_history if "train_runtime" not in log)
 
 
-@pytest.mark.parametrize("register", ["register_forward_hook", "register_forward_pre_hook",
-                                      "register_full_backward_hook", "register_full_backward_pre_hook"])
-def test_hooks_on_mirrored_parts_raise_pointing_to_drop_in_layers(register):
+def test_hooks_on_every_part_fire():
     model = tiny()
-    for part in (model.blocks[0], model.blocks[0].mixer, model.embed):
-        with pytest.raises(RuntimeError, match="tmm.nn"):
-            getattr(part, register)(lambda *a: None)
+    seen = []
+    handles = [part.register_forward_hook(lambda m, args, out, name=name: seen.append(name))
+               for name, part in (("block", model.blocks[0]), ("mixer", model.blocks[0].mixer), ("embed", model.embed))]
+    model(torch.randint(0, 64, (1, 4))).sum().backward()
+    for h in handles:
+        h.remove()
+    assert seen == ["embed", "mixer", "block"]
 
 
 def test_hooks_on_the_whole_model_still_fire():

@@ -1,15 +1,15 @@
-"""The drop-in layers' init against the C++ models': for every tensor of a
-zoo TMM or Hyena built by tmm.models.build and by SequenceModel.from_config
-from the same config, the empirical std agrees within 5% (over >= 1000
-elements), and tensors the C++ model initialises constant (zero biases, norm
-weights) are the same constants. The rows issue 12 changed: Toeplitz fan-in
-N, the masked mixer's U(+-1/sqrt(N)), the frozen buffers, the tied TMM
+"""The zoo models' values are the C++ models' (the same draws, bitwise), and
+reset_parameters gives the C++ init again: for every tensor the empirical
+std agrees within 5% (over >= 1000 elements), constants (zero biases, norm
+weights) are the same constants. The rows of the init: Toeplitz fan-in N,
+the masked mixer's U(+-1/sqrt(N)), the frozen buffers, the tied TMM
 embedding N(0, 2/d), "scaled", and Hyena's "torch", "safari", "kaiming"."""
+import json
+
 import pytest
 import torch
 
 import tmm.models
-from tmm.nn import SequenceModel
 
 TMM = {"arch": "tmm", "vocab_size": 1000, "d_model": 128, "n_layers": 2, "max_len": 256}
 HYENA = {"arch": "hyena", "vocab_size": 1000, "d_model": 128, "n_layers": 2, "max_len": 64, "ffn_mult": 2}
@@ -25,25 +25,40 @@ CASES = {
     "hyena_safari_tied": {**HYENA, "init": "safari", "final_norm": True, "tie_embeddings": True, "n_layers": 6},
     "hyena_kaiming": {**HYENA, "init": "kaiming"},
     "hyena_kaiming_tied": {**HYENA, "init": "kaiming", "tie_embeddings": True},
+    "transformer": {"arch": "transformer", "vocab_size": 1000, "d_model": 128, "n_layers": 2, "max_len": 64,
+                    "n_heads": 4, "n_kv_heads": 2},
+    "mamba2_mlp": {"arch": "mamba2", "vocab_size": 1000, "d_model": 64, "n_layers": 2, "max_len": 64,
+                   "headdim": 16, "d_intermediate": 96},
 }
 
 
-@pytest.mark.parametrize("reset", [False, True], ids=["built", "reset_parameters"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_init_statistics_match_cpp(case, reset):
+def test_values_are_the_cpp_models(case):
     torch.manual_seed(0)
-    cpp = tmm.models.build(CASES[case])
-    py = SequenceModel.from_config(CASES[case])
-    if reset:  # every tensor spoilt, then re-initialised by the layers' reset_parameters
-        with torch.no_grad():
-            for t in list(py.parameters()) + list(py.buffers()):
-                t.fill_(7.0)
-        py.reset_parameters()
-    want, got = cpp.state_dict(), py.state_dict()
-    assert list(got) == list(want)
+    cpp = dict(tmm._C._build_model(json.dumps(CASES[case])).named_tensors())
+    torch.manual_seed(0)
+    py = tmm.models.build(CASES[case])
+    got = py.state_dict()
+    assert set(got) == set(cpp)
+    for name, want in cpp.items():
+        assert torch.equal(got[name], want), name
+    assert all(not t.is_meta for t in got.values())
+    buffers = {n for n, _ in py.named_buffers()}
+    assert [n for n, _ in py.named_parameters()] == [n for n in cpp if n not in buffers]  # the C++ order
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_reset_parameters_is_the_cpp_init(case):
+    torch.manual_seed(0)
+    model = tmm.models.build(CASES[case])
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():  # every tensor spoilt, then re-initialised
+        for t in list(model.parameters()) + list(model.buffers()):
+            t.fill_(7.0)
+    model.reset_parameters()
     compared = 0
     for name, w in want.items():
-        g = got[name]
+        g = model.state_dict()[name]
         w, g = w.double(), g.double()
         if w.numel() > 1 and w.std() == 0:  # a constant: zero bias, norm weight
             assert torch.equal(g, torch.full_like(g, w.flatten()[0].item())), name
@@ -56,10 +71,10 @@ def test_init_statistics_match_cpp(case, reset):
 def test_tied_embedding_and_head_rows():
     torch.manual_seed(0)
     d = 128
-    tied = SequenceModel.from_config(CASES["tmm_tied"])
-    assert abs(tied.embed.weight.std().item() / (2.0 / d) ** 0.5 - 1) < 0.05
-    untied = SequenceModel.from_config({**TMM, "heads": 8})
+    tied = tmm.models.build(CASES["tmm_tied"])
+    assert abs(tied.embed.weight.std().item() / (2.0 / d) ** 0.5 - 1) < 0.05 and tied.head is None
+    untied = tmm.models.build({**TMM, "heads": 8})
     assert abs(untied.embed.weight.std().item() - 1) < 0.05
-    safari = SequenceModel.from_config(CASES["hyena_safari_tied"])
+    safari = tmm.models.build(CASES["hyena_safari_tied"])
     assert abs(safari.embed.weight.std().item() / 0.02 - 1) < 0.05
-    assert safari.final_norm is not None and SequenceModel.from_config(HYENA).final_norm is None
+    assert safari.final_norm is not None and tmm.models.build(HYENA).final_norm_module() is None

@@ -213,7 +213,7 @@ def test_a_run_saved_before_decoder_heads_resumes_only_as_the_flat_decoder(tmp_p
                                  eval_batches=1, final_eval_batches=1, threads=1, out=str(out), no_progress=True)
     run_retention(settings)
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("decoder_heads", "source", "random_vocab", "level_off"):  # as a run of the former code saved it
+    for key in ("decoder_heads", "source", "random_vocab", "level_off"):  # a summary written without these keys
         del summary["args"][key]
     summary["args"]["task_option"] = []
     (out / "summary.json").write_text(json.dumps(summary))

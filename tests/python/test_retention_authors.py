@@ -17,8 +17,7 @@ import tmm.models
 from lab.experiments.errors import SettingsError
 from lab.experiments.retention import MODE_DEFAULTS, RetentionSettings, run
 from lab.experiments.retention_model import (Autoencoder, MaskedMixerDecoder, UnrollBottleneck, last_block_states,
-                                             python_twin, state_source, unroll_indices)
-from tmm.nn import SequenceModel
+                                             unroll_indices)
 from tmm.testing import assert_close
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,8 +116,8 @@ def test_authors_mode_reads_the_last_blocks_state_at_minus_2(arch, restore_threa
     ids = torch.randint(0, 64, (2, 16))
     z = ae.encode(ids)
     assert z.shape == (2, 32)
-    assert torch.equal(z, enc.hidden_states(ids)[:, -2])  # no final norm in tmm/hyena; transformer/mamba2: see below
-    assert ae.state == ("raw last block" if arch in ("tmm", "hyena") else "after the final norm")
+    assert torch.equal(z, last_block_states(enc, ids)[:, -2])
+    assert ae.state == "raw last block"
     assert torch.allclose(ae(ids).logits, ae.decoder(z))
     # a causal encoder's state at -2 has not seen the last token
     other = ids.clone()
@@ -128,22 +127,17 @@ def test_authors_mode_reads_the_last_blocks_state_at_minus_2(arch, restore_threa
     assert not torch.allclose(ae(ids).logits, ae(other).logits)
 
 
-@pytest.mark.parametrize("arch", ["tmm", "hyena"])
-def test_a_final_norm_is_bypassed_through_the_python_twin(arch):
+@pytest.mark.parametrize("arch", TINY)
+def test_the_state_is_the_last_block_before_any_final_norm(arch):
     torch.manual_seed(4)
-    enc = tiny_encoder(arch, 12, final_norm=True)
-    with pytest.raises(ValueError, match="has a final norm"):
-        last_block_states(enc, torch.zeros(1, 12, dtype=torch.int64))
-    twin = python_twin(enc)
-    assert isinstance(twin, SequenceModel) and state_source(twin) == "raw last block"
+    enc = tiny_encoder(arch, 12, final_norm=True) if arch in ("tmm", "hyena") else tiny_encoder(arch, 12)
     ids = torch.randint(0, 64, (3, 12))
-    raw = last_block_states(twin, ids)
-    assert_close(twin.final_norm(raw), enc.hidden_states(ids), torch.float32)  # the same model, the norm bypassed
+    raw = last_block_states(enc, ids)
+    assert_close(enc.final_norm_module()(raw), enc.hidden_states(ids), torch.float32)  # the norm bypassed
     assert not torch.allclose(raw, enc.hidden_states(ids))
     ae = Autoencoder(enc, 64, 12, frozen=True, mode="authors", position=-2, layers=1)
-    assert isinstance(ae.encoder, SequenceModel) and ae.state == "raw last block"
+    assert ae.encoder is enc and ae.state == "raw last block"
     assert all(not p.requires_grad for p in ae.encoder.parameters())
-    assert python_twin(tiny_encoder(arch, 12)).__class__ is not SequenceModel  # no final norm: kept as is
 
 
 @pytest.mark.parametrize("arch", TINY)
@@ -208,7 +202,7 @@ def test_run_entry_point_in_authors_mode(corpus, tmp_path, restore_threads):
                                                        for a in ("tmm", "transformer", "none")]
     states = {(r["mode"], r["arch"]): r["state"] for r in table}
     assert states[("capacity", "tmm")] == "raw last block"
-    assert states[("capacity", "transformer")] == "after the final norm" and states[("capacity", "none")] is None
+    assert states[("capacity", "transformer")] == "raw last block" and states[("capacity", "none")] is None
     for r in table:
         assert r["status"] == "done" and r["steps"] == 2 and 0.0 <= r["token_acc"] <= 1.0
         assert r["decoder_mode"] == "authors" and r["decoder_params"] > 0

@@ -1,4 +1,4 @@
-"""Gradient accumulation (tmm.train, TrainConfig.grad_accum; issue 25): k
+"""Gradient accumulation (tmm.train, TrainConfig.grad_accum): k
 micro-batches make the step of the whole batch, to float rounding, also when
 the micro-batches hold different numbers of labelled tokens and when the
 batch comes from token shards."""

@@ -1,4 +1,4 @@
-"""Training options for scale (tmm.train, issue 25 part 3): bfloat16 and
+"""Training options for scale (tmm.train): bfloat16 and
 float16 autocast (float16 with a GradScaler, resumed exactly), torch.compile,
 activation checkpointing (tmm.nn models; a C++ zoo model is refused, saying
 why), tokens/s and MFU per logged interval, step timing with gradient
@@ -29,13 +29,10 @@ def tiny_config(task, arch="tmm"):
     return cfg
 
 
-def tiny(task, arch="tmm", drop_in=False):
+def tiny(task, arch="tmm"):
     cfg = tiny_config(task, arch)
     torch.manual_seed(0)
-    model = tmm.nn.SequenceModel.from_config(cfg) if drop_in else tmm.models.build(cfg)
-    if drop_in:
-        model.config = cfg  # as compare.py's drop-in models carry theirs
-    return model
+    return tmm.models.build(cfg)
 
 
 def timing_free(rows):
@@ -74,17 +71,14 @@ def test_float16_overflow_skips_the_step_instead_of_stopping(restore_threads):
 
 def test_compile_option(restore_threads):
     task = tmm.tasks.make("copy", n=8)
-    eager = train(tiny(task, drop_in=True), task, TrainConfig(**TCFG))
-    compiled = train(tiny(task, drop_in=True), task, TrainConfig(**TCFG, compile="aot_eager"))
+    eager = train(tiny(task), task, TrainConfig(**TCFG))
+    compiled = train(tiny(task), task, TrainConfig(**TCFG, compile="aot_eager"))
     assert compiled.losses == pytest.approx(eager.losses, rel=1e-5)
-    short = {**TCFG, "steps": 2}
-    cpp = train(tiny(task), task, TrainConfig(**short, compile="aot_eager"))  # the C++ forward: one opaque call
-    assert cpp.losses == pytest.approx(train(tiny(task), task, TrainConfig(**short)).losses, rel=1e-5)
 
 
 def test_activation_checkpointing(restore_threads):
     task = tmm.tasks.make("copy", n=8)
-    plain_model, ckpt_model = tiny(task, drop_in=True), tiny(task, drop_in=True)
+    plain_model, ckpt_model = tiny(task), tiny(task)
     plain = train(plain_model, task, TrainConfig(**TCFG))
     calls = []
     block = ckpt_model.blocks[0]
@@ -94,10 +88,8 @@ def test_activation_checkpointing(restore_threads):
     assert ckpt.losses == pytest.approx(plain.losses, rel=1e-6)
     # each training step runs block 0 twice (forward, then its recomputation in backward); evaluation once
     assert calls.count(True) == 2 * TCFG["steps"] and calls.count(False) == 3
-    with pytest.raises(ValueError, match="whole forward is one C.. call"):
-        train(tiny(task), task, TrainConfig(**TCFG, activation_checkpointing=True))
-    with pytest.raises(ValueError, match="C.. zoo model's forward holds its own references"):
-        train(tiny(task), task, TrainConfig(**TCFG, fsdp=True))
+    with pytest.raises(ValueError, match="no per-block recomputation"):
+        tmm.train._enable_activation_checkpointing(torch.nn.Linear(2, 2))
 
 
 def test_tokens_per_second_and_mfu_per_interval(restore_threads):
@@ -125,8 +117,8 @@ def test_step_timing_counts_micro_batches(restore_threads):
     seen = []
     real = budget.build_model
 
-    def spy(cfg, drop_in=False):
-        model = real(cfg, drop_in)
+    def spy(cfg):
+        model = real(cfg)
         model.register_forward_hook(lambda m, a, o: seen.append(a[0].shape[0]))
         return model
 
@@ -148,7 +140,7 @@ def _fsdp_worker(rank, world, rendezvous, out):
         torch.set_num_threads(1)
         task = tmm.tasks.make("copy", n=8)
         for fsdp in (False, True):
-            model = tiny(task, drop_in=True)
+            model = tiny(task)
             res = train(model, task, TrainConfig(**TCFG, fsdp=fsdp, grad_accum=2))
             torch.save({"losses": res.losses, "rows": timing_free(res.rows)}, os.path.join(out, f"{fsdp}-{rank}.pt"))
     finally:

@@ -94,7 +94,7 @@ def test_gqa_decoding_matches_forward():
 
 def test_llama_init_is_normal_002():
     """init "llama" (the default): every Linear and the embedding N(0, 0.02^2),
-    norms 1, as HF's _init_weights; "kaiming" keeps the former init."""
+    norms 1, as HF's _init_weights; "kaiming" is Kaiming-normal."""
     base = {"arch": "transformer", "vocab_size": 512, "d_model": 128, "n_layers": 2, "n_heads": 4,
             "n_kv_heads": 2, "max_len": 16}
     model = tmm.models.build(base)

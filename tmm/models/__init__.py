@@ -1,25 +1,19 @@
-"""The model zoo (TMM, Transformer, Hyena, Mamba2), written once in C++ and
-used from Python as ``torch.nn.Module`` instances acting on the C++ module's
-own tensors.
+"""The model zoo (TMM, Transformer, Hyena, Mamba2): plain nn.Module trees
+(tmm.models.zoo), configured, validated and initialised by the C++ library,
+whose checkpoints, decoding and generation they share (docs/models.md).
 
-    model = tmm.models.build("tmm-tiny")          # a name of the zoo (list_configs(), config_path())
-    model = tmm.models.build("my/config.json")    # a JSON file
-    model = tmm.models.build({"arch": "tmm", ...})
-    logits = model(input_ids)                      # B x L int64 -> B x L x V
-    out = model(input_ids, labels=labels, return_hidden=True)  # .logits .hidden .loss
-    model.save("ckpt/")                            # config.json + model.safetensors
+    model = tmm.models.build("tmm-tiny")          # a zoo config name, a JSON path or a dict
+    loss = model(input_ids, labels=input_ids).loss # next-token prediction
+    model.save("ckpt/")                            # config.json + model.safetensors, loadable from C++
     model = tmm.models.load("ckpt/")
-
-Checkpoints are the directories C++ writes and reads
-(tmm::models::save_checkpoint / load_checkpoint), with the same tensor names.
 """
 import json
 import os
 from pathlib import Path
 
 from .. import _C
-from ._mirror import CppModuleList, CppNode, LanguageModel
-from .outputs import LMOutput
+from ..nn.outputs import LMOutput
+from .zoo import ARCHITECTURES, Hyena, Mamba2, Transformer, TMM, ZooModel, from_cpp, save_checkpoint
 
 
 def models_dir():
@@ -91,7 +85,9 @@ def _config_text(config_or_path):
 def build(config_or_path):
     """An untrained model from a config: a dict, JSON text, the path of a JSON
     file, or the name of one of the zoo's configs (``list_configs()``).
-    An unknown, missing, mistyped or impossible key is an error naming it."""
+    An unknown, missing, mistyped or impossible key is an error naming it.
+    Its initial values are the C++ model's (the same draws from torch's
+    global generator as a C++ program's)."""
     text, where = _config_text(config_or_path)
     try:
         cpp = _C._build_model(text)
@@ -99,32 +95,26 @@ def build(config_or_path):
         if where == "config":
             raise
         raise RuntimeError(f"{where}: {e}") from None
-    return LanguageModel(cpp)
+    return from_cpp(cpp, cpp.config_json())
 
 
 def load(checkpoint_dir, device=None, dtype=None):
     """The model saved in ``checkpoint_dir`` (config.json + model.safetensors,
     by ``model.save`` or C++ ``save_checkpoint``). The whole file is checked
-    against the config before anything is copied. The model comes in float32
-    on the CPU unless ``device`` / ``dtype`` say otherwise. A distillation
-    saved beside it (tmm.distill.save) is attached (``method="distilled"``)."""
-    model = LanguageModel(_C._load_checkpoint(os.fspath(checkpoint_dir)))
-    if _C._has_distillation(os.fspath(checkpoint_dir)):
-        _C._set_distillation(model._cpp_root, _C._load_distillation(os.fspath(checkpoint_dir)))
+    against the config before anything is read into the model, which comes
+    in float32 on the CPU unless ``device`` / ``dtype`` say otherwise. A
+    distillation saved beside it (tmm.distill.save) is attached
+    (``method="distilled"``)."""
+    path = os.fspath(checkpoint_dir)
+    cpp = _C._load_checkpoint(path)
+    model = from_cpp(cpp, cpp.config_json())
+    if _C._has_distillation(path):
+        model._distillation = _C._load_distillation(path)
     if device is not None or dtype is not None:
         model.to(device=device, dtype=dtype)
     return model
 
 
-__all__ = [
-    "LanguageModel",
-    "LMOutput",
-    "CppNode",
-    "CppModuleList",
-    "build",
-    "load",
-    "list_configs",
-    "config_path",
-    "architectures",
-    "models_dir",
-]
+__all__ = ["ZooModel", "TMM", "Transformer", "Hyena", "Mamba2", "ARCHITECTURES", "LMOutput", "build", "load",
+           "save_checkpoint",
+           "list_configs", "config_path", "architectures", "models_dir"]

@@ -1,6 +1,7 @@
-"""What the drop-in layers take from the C++ zoo (csrc/models/), so that each
-rule has one home: the configuration (keys, defaults and validation: the C++
-config reader's) and the initial values (the C++ init)."""
+"""What the layers take from the C++ zoo (csrc/models/), so that each rule has
+one home: the configuration (keys, defaults and validation: the C++ config
+reader's) and the initial values (the C++ init). A layer is built as a
+structure on the meta device, then given the C++ values without a copy."""
 import json
 import math
 
@@ -9,11 +10,13 @@ import torch
 from .. import _C
 
 
-def resolve(owner, config, arguments=None):
+def resolve(owner, config, arguments=None, arch=None):
     """The config dict as the C++ reader resolves it: every key spelled out,
     defaults filled in. Its error, which names the key, as a ValueError of
     `owner`; `arguments` maps a key to the argument that gave it, where the
-    two names differ."""
+    two names differ; `arch`: the architecture the config must have."""
+    if arch is not None and config.get("arch") != arch:
+        raise ValueError(f'{owner}: "arch" must be "{arch}", got {config.get("arch")!r}')
     arguments = arguments or {}
     for key, v in config.items():  # JSON holds no nan or inf: the reader cannot see them
         if isinstance(v, float) and not math.isfinite(v):
@@ -29,30 +32,33 @@ def resolve(owner, config, arguments=None):
 
 
 def initial_values(config, part):
-    """({name: tensor} parameters, {name: tensor} buffers) of the C++ `part`
-    ("mixer", "block", "model", ...) of a resolved config, built alone: its
-    initialisation, run by C++ (on the CPU, float32)."""
+    """{name: tensor}: the parameters and buffers of the C++ `part` ("mixer",
+    "block", "model", ...) of a resolved config, built alone and initialised
+    by C++ (CPU, float32)."""
     params, buffers = _C._initial_values(json.dumps(config), part)
-    return dict(params), dict(buffers)
+    return {**dict(params), **dict(buffers)}
 
 
-@torch.no_grad()
-def load_initial_values(module, config, part, skip=(), values=None):
-    """Copies the C++ `part`'s initial values (or `values`, what
-    initial_values gave) into module's own parameters and buffers (all of
-    them, but those under a prefix in `skip`). Names and shapes must be the
-    C++ part's: a difference is this port's bug."""
-    params, buffers = values if values is not None else initial_values(config, part)
-    values = {**params, **buffers}
-    own = dict(module.named_parameters())
-    own.update(module.named_buffers())
-    for name, t in own.items():
-        if name.startswith(tuple(skip)):
-            continue
-        v = values.get(name)
-        if v is None or v.shape != t.shape:
-            got = "nothing" if v is None else f"shape {tuple(v.shape)}"
-            raise RuntimeError(f"{type(module).__name__}: {name} {tuple(t.shape)} has no C++ counterpart in part "
-                               f"\"{part}\" of {config['arch']} (found {got}); tmm.nn and csrc/models differ")
-        if not t.is_meta:
-            t.copy_(v)
+def adopt(module, values, device=None, dtype=None):
+    """Makes `values` (name -> tensor) the parameters and buffers of `module`
+    (built on the meta device) without a copy, then moves it to device and
+    dtype. Names and shapes must match: a difference is an error naming it."""
+    module.load_state_dict(values, strict=True, assign=True)
+    if device is not None or dtype is not None:
+        module.to(device=device, dtype=dtype)
+    return module
+
+
+def initialise(module, config, part, device=None, dtype=None):
+    """`module`'s C++ initial values: adopted at construction (device=None or
+    a real device), left empty on the meta device (deferred, e.g. for FSDP2:
+    reset_parameters() later), copied in by reset_parameters()."""
+    if torch.device(device or "cpu").type == "meta":
+        return module
+    if next(iter(module.state_dict().values()), torch.empty(0)).is_meta:
+        return adopt(module, initial_values(config, part), device, dtype)
+    with torch.no_grad():
+        own = module.state_dict(keep_vars=True)
+        for name, value in initial_values(config, part).items():
+            own[name].copy_(value)
+    return module

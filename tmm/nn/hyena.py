@@ -1,25 +1,21 @@
-"""The order-2 Hyena operator as a plain nn.Module, with safari's
-constructor arguments where they exist, defined by the C++ HyenaOperator
-(csrc/models/hyena.cpp): its configuration is the C++ config reader's, its
-initial values the C++ init's, its decoding the C++ OnlineToeplitz; the long
-convolution by the implicit filter is torch.ops.tmm.causal_toeplitz with
-groups = channels."""
-
+"""The order-2 Hyena operator, whose forward is the op
+torch.ops.tmm.hyena_operator, with safari's constructor arguments where they
+exist; configuration, init and decoding are the C++ HyenaOperator's
+(csrc/models/hyena.cpp). Its tensors are a zoo Hyena's ``blocks.<i>.mixer.*``."""
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from .. import _C
-from ._cpp import load_initial_values, resolve
-from .layers import check_sequence, positive
+from .cpp_config import initialise, resolve
+from .layers import Linear, check_sequence
 
 # The safari names of the zoo's Hyena keys, for errors that name the argument.
 ARGUMENTS = {"filter_sin_freq": "w", "max_len": "l_max"}
 
 
 def hyena_config(owner, d_model, l_max, n_layers, options):
-    """A zoo Hyena config of these options (None: the C++ default),
-    resolved by the C++ reader (vocab_size is not a layer's: any valid value)."""
+    """A zoo Hyena config of these options (None: the C++ default), resolved
+    by the C++ reader (vocab_size is not a layer's: any valid value)."""
     given = {k: v for k, v in options.items() if v is not None}
     return resolve(owner, {"arch": "hyena", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers,
                            "max_len": l_max, **given}, ARGUMENTS)
@@ -27,9 +23,7 @@ def hyena_config(owner, d_model, l_max, n_layers, options):
 
 class HyenaFilter(nn.Module):
     """The implicit long filter: positional features -> (Linear, sin) x 3 ->
-    Linear -> exponential decay; ``D`` the skip term (safari's HyenaFilter).
-    ``init``: the MLP keeps torch's default init, or N(0, 0.02^2) weights and
-    zero biases with "safari"."""
+    Linear -> exponential decay; ``D`` the skip term (safari's HyenaFilter)."""
 
     def __init__(self, d_model, l_max, emb_dim=None, filter_order=None, w=None, modulate=None, init=None,
                  device=None, dtype=None):
@@ -37,52 +31,47 @@ class HyenaFilter(nn.Module):
         c = self._config = hyena_config("HyenaFilter", d_model, l_max, 1, {
             "emb_dim": emb_dim, "filter_order": filter_order, "filter_sin_freq": w, "modulate": modulate,
             "init": init})
-        self.d_model, self.l_max, self.emb_dim, self.modulate = c["d_model"], c["max_len"], c["emb_dim"], c["modulate"]
-        self.init, self.sin_freq = c["init"], c["filter_sin_freq"]
-        kw = {"device": device, "dtype": dtype}
-        order = c["filter_order"]
-        self.mlp = nn.ModuleList([nn.Linear(self.emb_dim, order, **kw), nn.Linear(order, order, **kw),
-                                  nn.Linear(order, order, **kw), nn.Linear(order, self.d_model, bias=False, **kw)])
-        self.freq = nn.Parameter(torch.empty(order, **kw))
-        self.D = nn.Parameter(torch.empty(self.d_model, **kw))
-        self.reset_parameters()
+        self.l_max, self.modulate, order = c["max_len"], c["modulate"], c["filter_order"]
+        with torch.device("meta"):
+            self.mlp = nn.ModuleList([nn.Linear(c["emb_dim"], order), nn.Linear(order, order),
+                                      nn.Linear(order, order), nn.Linear(order, c["d_model"], bias=False)])
+            self.freq = nn.Parameter(torch.empty(order))
+            self.D = nn.Parameter(torch.empty(c["d_model"]))
+        initialise(self, c, "filter", device, dtype)
 
     def reset_parameters(self):
-        """The C++ filter's init: the MLP torch's default Linear init (as
-        safari's filter keeps it) or "safari"'s N(0, 0.02^2), freq the sine
-        frequency, D N(0, 1); the values of a C++ HyenaFilter, freshly built."""
-        load_initial_values(self, self._config, "filter")
+        """The values of a C++ HyenaFilter of this configuration, freshly built."""
+        initialise(self, self._config, "filter")
+
+    def mlp_tensors(self):
+        return [t for layer in self.mlp for t in (layer.weight, layer.bias) if t is not None]
 
     def toeplitz_weight(self, L):
-        """d x 1 x L: the filter h of each channel (positional features ->
-        MLP with sines -> decay) with D added at lag 0, the op's weight:
-        torch.ops.tmm.hyena_filter, the C++ HyenaFilter's definition."""
-        mlp = [t for layer in self.mlp for t in (layer.weight, layer.bias) if t is not None]
-        return torch.ops.tmm.hyena_filter(mlp, self.freq, self.D, L, self.l_max, self.modulate)
+        """d x 1 x L: each channel's filter with D added at lag 0, the
+        causal_toeplitz weight (torch.ops.tmm.hyena_filter)."""
+        return torch.ops.tmm.hyena_filter(self.mlp_tensors(), self.freq, self.D, L, self.l_max, self.modulate)
 
     def forward(self, v):  # y[b,t,c] = sum_{s<=t} h[c,t-s] v[b,s,c] + D[c] v[b,t,c]
         return torch.ops.tmm.causal_toeplitz(v, self.toeplitz_weight(v.shape[1]), None)
 
 
 class ShortConv(nn.Module):
-    """A causal depthwise Conv1d over B x L x C (``weight`` C x 1 x width)."""
+    """A causal depthwise Conv1d over B x L x C (``weight`` C x 1 x width),
+    torch's Conv1d init."""
 
     def __init__(self, channels, width, device=None, dtype=None):
         super().__init__()
-        positive("ShortConv", channels=channels, width=width)
         self.weight = nn.Parameter(torch.empty(channels, 1, width, device=device, dtype=dtype))
         self.bias = nn.Parameter(torch.empty(channels, device=device, dtype=dtype))
-        self.reset_parameters()
+        if self.weight.device.type != "meta":
+            self.reset_parameters()
 
     def reset_parameters(self):
-        """torch's Conv1d init (U(+-1/sqrt(width)), as the C++ ShortConv's):
-        torch's own code, on this layer's weight and bias."""
         nn.Conv1d.reset_parameters(self)
 
     def forward(self, u):
-        w = self.weight.shape[2]
-        padded = F.pad(u.transpose(1, 2), (w - 1, 0))
-        return F.conv1d(padded, self.weight, self.bias, groups=self.weight.shape[0]).transpose(1, 2)
+        padded = nn.functional.pad(u.transpose(1, 2), (self.weight.shape[2] - 1, 0))
+        return nn.functional.conv1d(padded, self.weight, self.bias, groups=self.weight.shape[0]).transpose(1, 2)
 
 
 class HyenaOperator(nn.Module):
@@ -90,13 +79,10 @@ class HyenaOperator(nn.Module):
     x1, v; v = h * (v x1) + D (v x1); out_proj(v x0). B x L x d -> same.
 
     Arguments are safari's (``HyenaOperator(d_model, l_max, order=2,
-    filter_order=64, ...)``) where the C++ operator has them: ``emb_dim``,
-    ``w`` (the sine frequency, the zoo's filter_sin_freq), ``modulate``, and
-    ``short_filter`` (safari's short_filter_order). Only order 2, one head,
-    inner_factor 1 exist here. ``init`` as the zoo Hyena's ("torch",
-    "safari", "kaiming"; "safari" scales out_proj by 1/sqrt(2 ``n_layers``));
-    arguments left None take the C++ defaults. Decoding:
-    :meth:`start_decoding`, :meth:`step`.
+    filter_order=64, ...)``) where the zoo's Hyena has them: ``emb_dim``,
+    ``w`` (the sine frequency, filter_sin_freq), ``modulate``, ``short_filter``
+    (safari's short_filter_order); only order 2 exists here. ``init`` as the
+    zoo Hyena's ("torch", "safari", "kaiming"); None takes the C++ defaults.
     """
 
     # What SequenceModel passes it per layer (tmm.nn.sequence_model.MIXER_INPUTS): safari's name for the length.
@@ -110,39 +96,35 @@ class HyenaOperator(nn.Module):
         c = self._config = hyena_config("HyenaOperator", d_model, l_max, n_layers, {
             "filter_order": filter_order, "emb_dim": emb_dim, "short_filter": short_filter, "filter_sin_freq": w,
             "modulate": modulate, "init": init})
-        self.d_model, self.l_max, self.n_layers, self.init = c["d_model"], c["max_len"], c["n_layers"], c["init"]
-        kw = {"device": device, "dtype": dtype}
-        d = self.d_model
-        self.in_proj = nn.Linear(d, 3 * d, **kw)
-        self.short_filter = ShortConv(3 * d, c["short_filter"], **kw)
-        self.filter = HyenaFilter(d, self.l_max, emb_dim=c["emb_dim"], filter_order=c["filter_order"],
-                                  w=c["filter_sin_freq"], modulate=c["modulate"],
-                                  init="safari" if self.init == "safari" else "torch", **kw)
-        self.out_proj = nn.Linear(d, d, **kw)
-        self.reset_parameters()
+        self.d_model, self.l_max = c["d_model"], c["max_len"]
+        with torch.device("meta"):
+            self.in_proj = Linear(d_model, 3 * d_model)
+            self.short_filter = ShortConv(3 * d_model, c["short_filter"])
+            self.filter = HyenaFilter(d_model, self.l_max, emb_dim=c["emb_dim"], filter_order=c["filter_order"],
+                                      w=c["filter_sin_freq"], modulate=c["modulate"], device="meta")
+            self.out_proj = Linear(d_model, d_model)
+        initialise(self, c, "mixer", device, dtype)
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
-        """The operator of a zoo Hyena config dict (validated and completed by
-        the C++ config reader)."""
-        c = resolve("HyenaOperator.from_config", config)
+        """The operator of a zoo Hyena config dict."""
+        c = resolve("HyenaOperator.from_config", config, arch="hyena")
         return cls(c["d_model"], c["max_len"], filter_order=c["filter_order"], emb_dim=c["emb_dim"],
                    short_filter=c["short_filter"], w=c["filter_sin_freq"], modulate=c["modulate"], init=c["init"],
                    n_layers=c["n_layers"], device=device, dtype=dtype)
 
     def reset_parameters(self):
-        """The C++ operator's init for ``init``: the values of a C++
-        HyenaOperator of this configuration, freshly built."""
-        load_initial_values(self, self._config, "mixer")
+        """The values of a C++ HyenaOperator of this configuration, freshly built."""
+        initialise(self, self._config, "mixer")
 
     def forward(self, x):
         check_sequence("HyenaOperator", x, self.d_model)
         if x.shape[1] > self.l_max:
             raise ValueError(f"HyenaOperator: sequence length {x.shape[1]} exceeds l_max = {self.l_max}")
-        if x.shape[1] == 0:
-            return torch.zeros_like(x)
-        x0, x1, v = self.short_filter(self.in_proj(x)).chunk(3, -1)
-        return self.out_proj(self.filter(v * x1) * x0)
+        f = self.filter
+        return torch.ops.tmm.hyena_operator(x, self.in_proj.weight, self.in_proj.bias, self.short_filter.weight,
+                                            self.short_filter.bias, f.mlp_tensors(), f.freq, f.D,
+                                            self.out_proj.weight, self.out_proj.bias, self.l_max, f.modulate)
 
     @torch.no_grad()
     def start_decoding(self, batch, capacity):
@@ -151,8 +133,7 @@ class HyenaOperator(nn.Module):
         if not 1 <= capacity <= self.l_max:
             raise ValueError(f"HyenaOperator.start_decoding: capacity must be in [1, l_max = {self.l_max}], "
                              f"got {capacity}")
-        # The implicit filter does not depend on the length: made once.
-        weight = self.filter.toeplitz_weight(capacity)
+        weight = self.filter.toeplitz_weight(capacity)  # the filter does not depend on the length: made once
         try:
             return HyenaState(_C._ShortConvDecoder(self.short_filter.weight, self.short_filter.bias, batch),
                               _C._OnlineToeplitz(weight, None, batch, self.d_model, capacity))

@@ -1,5 +1,5 @@
-"""Small layers the drop-in modules share, each computing as its C++
-counterpart in csrc/models/layers.cpp does (same names)."""
+"""Small layers the modules share, each computing as its C++ counterpart in
+csrc/models/layers.cpp does (same names)."""
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -31,6 +31,18 @@ def positive(owner, **values):
     for name, v in values.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{owner}: {name} must be an integer >= 1, got {v!r}")
+
+
+class Linear(nn.Linear):
+    """nn.Linear computing as torch::nn::Linear does: for inputs of other than
+    two dimensions x W^T first, then + b (nn.Linear fuses the bias into one
+    addmm, which rounds differently), so that a module computes bitwise what
+    its C++ counterpart computes, gradients included."""
+
+    def forward(self, x):
+        if self.bias is None or x.dim() == 2:
+            return F.linear(x, self.weight, self.bias)
+        return F.linear(x, self.weight) + self.bias
 
 
 class RMSNorm(nn.Module):

@@ -1,119 +1,93 @@
-"""A pre-norm residual block around any token mixer, as a plain nn.Module:
-x += FFN(norm(x)); x += Mixer(norm(x)) (feed-forward first by default), the
-C++ TMMBlock's mathematics and names (ffn_norm, ffn_in, ffn_out, mixer_norm,
-mixer, drop); its default mixer is TMM's ToeplitzMixer. Its options are
-checked and completed by the C++ config reader, its FFN initialised by the
-C++ block of the init's model."""
+"""Pre-norm residual blocks around a token mixer: TMM's (any mixer, the FFN
+first by default) and Hyena's (safari's: the mixer first, GELU, LayerNorm),
+as the C++ TMMBlock and HyenaBlock compute them, with their names."""
+import torch
 from torch import nn
 
-from ._cpp import load_initial_values, resolve
-from .layers import ACTIVATIONS, choice, make_norm
+from .cpp_config import adopt, initial_values, resolve
+from .hyena import HyenaOperator
+from .layers import ACTIVATIONS, Linear, make_norm
 from .toeplitz_mixer import ToeplitzMixer
 
-BLOCK_ORDERS = ("ffn_first", "mixer_first")
-# The FFN's init, and the C++ block (of the model "arch") whose FFN init it is:
-# TMM's "kaiming" and "scaled" (ffn_out.weight / sqrt(2 n_layers)), Hyena's
-# "torch" (nn.Linear's default) and "safari" (N(0, 0.02^2), ffn_out
-# N(0, (0.02 / sqrt(2 n_layers))^2)).
-INIT_ARCH = {"kaiming": "tmm", "scaled": "tmm", "torch": "hyena", "safari": "hyena"}
-INITS = tuple(INIT_ARCH)
+_MIXER_KWARGS = ("heads", "kernel", "expanded", "frozen", "masked", "mixer_dropout")
 
 
 def block_config(owner, d_model, max_len, n_layers, options):
     """A zoo TMM config holding the block options given (None: the C++
-    default), resolved by the C++ reader; "init" may be any of INITS."""
-    init = choice(owner, "init", options.get("init") or "kaiming", INITS)
-    given = {k: v for k, v in options.items() if v is not None and k != "init"}
-    config = resolve(owner, {"arch": "tmm", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers,
-                             "max_len": max_len or 1, **given, "init": init if INIT_ARCH[init] == "tmm" else "kaiming"})
-    config["init"] = init
-    return config
+    default), resolved by the C++ reader."""
+    given = {k: v for k, v in options.items() if v is not None}
+    return resolve(owner, {"arch": "tmm", "vocab_size": 1, "d_model": d_model, "n_layers": n_layers,
+                           "max_len": max_len or 1, **given})
 
 
 class MixerBlock(nn.Module):
-    """A pre-norm residual block around a token mixer (B x L x d -> same).
-
-    The mixer is a :class:`ToeplitzMixer` built from ``max_len`` and
-    ``mixer_kwargs`` (heads, kernel, expanded, frozen, masked), or any module
-    given as ``mixer`` (B x L x d -> B x L x d). FFN: Linear(d, ffn_mult*d),
-    ``activation`` (silu | gelu | relu), Linear back; ``norm`` layernorm |
-    rmsnorm; dropout on each branch's output in training mode. ``init``
-    (with ``n_layers`` for "scaled" and "safari") initialises the FFN as the
-    C++ models do: "kaiming" (TMM), "scaled" (TMM's extension), "torch"
-    (Hyena's default), "safari" (Hyena's "safari"); the mixer keeps its own.
-    Options left None take the C++ TMM block's defaults.
-    ``registration``: the order of the submodules in named_parameters() and
-    state_dict(): "ffn_first" (the C++ TMMBlock's, whatever its
-    block_order) or "mixer_first" (the C++ HyenaBlock's).
+    """x += FFN(norm(x)); x += mixer(norm(x)) (``block_order="mixer_first"``
+    reverses them), B x L x d -> same, dropout on each branch's output in
+    training. FFN: Linear(d, ffn_mult d), ``activation`` (silu | gelu |
+    relu), Linear back; ``norm``: layernorm | rmsnorm. The mixer is any
+    module given as ``mixer`` (B x L x d -> B x L x d), else a
+    ToeplitzMixer(d_model, max_len, **mixer_kwargs): the zoo TMM's block.
+    Init: the C++ TMM block's ("kaiming", or "scaled" with ``n_layers``);
+    options left None take its defaults.
     """
 
     def __init__(self, d_model, max_len=None, *, mixer=None, ffn_mult=None, activation=None, block_order=None,
-                 norm=None, dropout=None, init=None, n_layers=1, registration="ffn_first", device=None, dtype=None,
-                 **mixer_kwargs):
+                 norm=None, dropout=None, init=None, n_layers=1, device=None, dtype=None, **mixer_kwargs):
         super().__init__()
-        choice("MixerBlock", "registration", registration, BLOCK_ORDERS)
-        c = self._config = block_config("MixerBlock", d_model, max_len, n_layers, {
-            "ffn_mult": ffn_mult, "activation": activation, "block_order": block_order, "norm": norm,
-            "dropout": dropout, "init": init})
-        self.activation, self.block_order, self.init, self.n_layers = c["activation"], c["block_order"], c["init"], \
-            c["n_layers"]
-        if mixer is None:
-            if max_len is None:
-                raise ValueError("MixerBlock: give max_len (for its ToeplitzMixer) or a mixer module")
-            if INIT_ARCH[self.init] == "tmm":  # the block's TMM init reaches its ToeplitzMixer
-                mixer_kwargs = {"init": self.init, "n_layers": n_layers, **mixer_kwargs}
-            mixer = ToeplitzMixer(d_model, max_len, device=device, dtype=dtype, **mixer_kwargs)
-        elif mixer_kwargs:
+        unknown = sorted(set(mixer_kwargs) - set(_MIXER_KWARGS))
+        if unknown:
+            raise TypeError(f"MixerBlock: unexpected argument(s) {', '.join(unknown)}")
+        if mixer is not None and mixer_kwargs:
             raise ValueError(f"MixerBlock: {', '.join(sorted(mixer_kwargs))} configure the ToeplitzMixer; "
                              "a given mixer module takes no such arguments")
-        elif not isinstance(mixer, nn.Module):
+        if mixer is None and max_len is None:
+            raise ValueError("MixerBlock: give max_len (for its ToeplitzMixer) or a mixer module")
+        if mixer is not None and not isinstance(mixer, nn.Module):
             raise TypeError(f"MixerBlock: mixer must be an nn.Module, got {type(mixer).__name__}")
-        kw = {"device": device, "dtype": dtype}
-        d, norm = c["d_model"], c["norm"]
-        # Registration order is the C++ block's (TMMBlock's or HyenaBlock's).
-        if registration == "mixer_first":
-            self.mixer_norm = make_norm(norm, d, **kw)
-            self.mixer = mixer
-        self.ffn_norm = make_norm(norm, d, **kw)
-        self.ffn_in = nn.Linear(d, c["ffn_mult"] * d, **kw)
-        self.ffn_out = nn.Linear(c["ffn_mult"] * d, d, **kw)
-        if registration == "ffn_first":
-            self.mixer_norm = make_norm(norm, d, **kw)
-            self.mixer = mixer
+        c = self._config = block_config("MixerBlock", d_model, max_len, n_layers, {
+            "ffn_mult": ffn_mult, "activation": activation, "block_order": block_order, "norm": norm,
+            "dropout": dropout, "init": init, **{k: mixer_kwargs.get(k) for k in ("heads", "kernel", "mixer_dropout")},
+            "mixer": next((k for k in ("expanded", "frozen", "masked") if mixer_kwargs.get(k)), None)})
+        self.activation, self.block_order = c["activation"], c["block_order"]
+        with torch.device("meta"):
+            self.ffn_norm = make_norm(c["norm"], d_model)
+            self.ffn_in = Linear(d_model, c["ffn_mult"] * d_model)
+            self.ffn_out = Linear(c["ffn_mult"] * d_model, d_model)
+            self.mixer_norm = make_norm(c["norm"], d_model)
+            self.mixer = mixer if mixer is not None else ToeplitzMixer.from_config(c, device="meta")
         self.drop = nn.Dropout(c["dropout"])
-        self.reset_parameters()
+        self._own_mixer = mixer is None
+        if torch.device(device or "cpu").type != "meta":
+            self.reset_parameters(device, dtype)
 
-    def reset_parameters(self):
-        """The FFN's and norms' init, as the C++ block of ``init``'s model
-        initialises its own (the values of one, freshly built). The mixer's
-        own init is its reset_parameters."""
-        arch = INIT_ARCH[self.init]
-        if arch == "tmm":
-            load_initial_values(self, self._config, "block", skip=("mixer.",))
-            return
-        c = self._config
-        hyena = resolve("MixerBlock", {"arch": "hyena", "vocab_size": 1, "d_model": c["d_model"],
-                                       "n_layers": c["n_layers"], "max_len": 1, "ffn_mult": c["ffn_mult"],
-                                       "init": self.init})
-        # The Hyena block's norms are LayerNorms: an RMSNorm here keeps its ones.
-        load_initial_values(self, hyena, "block", skip=("mixer.", "ffn_norm.", "mixer_norm."))
-        for norm in (self.ffn_norm, self.mixer_norm):
-            norm.reset_parameters()
+    @classmethod
+    def from_config(cls, config, device=None, dtype=None):
+        """The block of a zoo TMM config dict."""
+        c = resolve("MixerBlock.from_config", config, arch="tmm")
+        return cls(c["d_model"], c["max_len"], ffn_mult=c["ffn_mult"], activation=c["activation"],
+                   block_order=c["block_order"], norm=c["norm"], dropout=c["dropout"], init=c["init"],
+                   n_layers=c["n_layers"], heads=c["heads"], kernel=c["kernel"], mixer_dropout=c["mixer_dropout"],
+                   **{c["mixer"]: True} if c["mixer"] != "toeplitz" else {}, device=device, dtype=dtype)
+
+    def reset_parameters(self, device=None, dtype=None):
+        """The values of a C++ TMMBlock of this configuration, freshly built
+        (a given mixer keeps its own)."""
+        values = initial_values(self._config, "block")
+        for name, part in self.named_children():
+            if name == "mixer" and not self._own_mixer or name == "drop":
+                continue
+            own = {k[len(name) + 1:]: v for k, v in values.items() if k.startswith(name + ".")}
+            if next(part.parameters()).is_meta:
+                adopt(part, own, device, dtype)
+            else:
+                with torch.no_grad():
+                    for k, t in part.state_dict(keep_vars=True).items():
+                        t.copy_(own[k])
 
     def _ffn(self, h):
         return self.ffn_out(ACTIVATIONS[self.activation](self.ffn_in(self.ffn_norm(h))))
 
-    def _run(self, x, mix):
-        if self.block_order == "ffn_first":
-            h = x + self.drop(self._ffn(x))
-            return h + self.drop(mix(self.mixer_norm(h)))
-        h = x + self.drop(mix(self.mixer_norm(x)))
-        return h + self.drop(self._ffn(h))
-
-    def forward(self, x):
-        return self._run(x, self._mixer_out)
-
-    def _mixer_out(self, h):
+    def _mix(self, h):
         y = self.mixer(h)
         if isinstance(y, tuple):  # mixers that also return a state (mamba_ssm style): the output first
             y = y[0]
@@ -123,6 +97,14 @@ class MixerBlock(nn.Module):
                              f"shape {tuple(h.shape)}, got {got}")
         return y
 
+    def forward(self, x):
+        mix = self._mix
+        if self.block_order == "ffn_first":
+            h = x + self.drop(self._ffn(x))
+            return h + self.drop(mix(self.mixer_norm(h)))
+        h = x + self.drop(mix(self.mixer_norm(x)))
+        return h + self.drop(self._ffn(h))
+
     def start_decoding(self, batch, capacity):
         """The mixer's decoding state (the FFN and norms act per position)."""
         if not hasattr(self.mixer, "start_decoding"):
@@ -131,10 +113,37 @@ class MixerBlock(nn.Module):
 
     def step(self, x, state):
         """B x T x d at the state's next positions -> B x T x d, as forward()
-        on everything fed so far gives them (dropout off, as the C++ decoder)."""
+        on everything fed so far gives them (dropout off)."""
         if self.block_order == "ffn_first":
             h = x + self._ffn(x)
             return h + self.mixer.step(self.mixer_norm(h), state)
         h = x + self.mixer.step(self.mixer_norm(x), state)
         return h + self._ffn(h)
 
+
+class HyenaBlock(nn.Module):
+    """The zoo Hyena's block: x += mixer(mixer_norm(x)); x += ffn_out(gelu(
+    ffn_in(ffn_norm(x)))), LayerNorms, dropout on each branch in training.
+    Built on the meta device: its values come from the model (tmm.models)."""
+
+    def __init__(self, config):
+        super().__init__()
+        d, hidden = config["d_model"], config["ffn_mult"] * config["d_model"]
+        with torch.device("meta"):
+            self.mixer_norm = make_norm("layernorm", d)
+            self.mixer = HyenaOperator.from_config(config, device="meta")
+            self.ffn_norm = make_norm("layernorm", d)
+            self.ffn_in = Linear(d, hidden)
+            self.ffn_out = Linear(hidden, d)
+        self.drop = nn.Dropout(config["dropout"])
+
+    def forward(self, x):
+        h = x + self.drop(self.mixer(self.mixer_norm(x)))
+        return h + self.drop(self.ffn_out(nn.functional.gelu(self.ffn_in(self.ffn_norm(h)))))
+
+    def start_decoding(self, batch, capacity):
+        return self.mixer.start_decoding(batch, capacity)
+
+    def step(self, x, state):
+        h = x + self.mixer.step(self.mixer_norm(x), state)
+        return h + self.ffn_out(nn.functional.gelu(self.ffn_in(self.ffn_norm(h))))

@@ -1,6 +1,5 @@
-"""What the zoo's models (tmm.models) and the drop-in layers (tmm.nn) both
-return and read: the output of a forward pass, a model's config as read by
-transformers-style code, and next-token labels."""
+"""What a language model returns and reads: the output of a forward pass, a
+model's config as transformers-style code reads it, and next-token labels."""
 import torch
 
 
