@@ -177,3 +177,17 @@ def test_floor_bench_tiny(tmp_path, capsys):
     assert "fwd/pair" in table and "Smooth-L sweep" in table and "pow2/auto" in table
     assert (tmp_path / "plot.png").stat().st_size > 1000
     assert "fwd+bwd/2.5 pairs" in capsys.readouterr().out
+
+
+def test_bench_revisions_smoke(tmp_path):
+    """The revisions benchmark's code path, tiny models, the same checkout twice."""
+    from lab.cli import bench_revisions
+
+    assert bench_revisions.main(["--checkout", f"a={REPO}", "--checkout", f"b={REPO}", "--smoke",
+                                 "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    for config in ("tmm-tiny", "mamba2-tiny"):
+        for label in ("a", "b"):
+            cell = res["cells"][config][label]
+            assert cell["eager_step_ms"] > 0 and cell["compiled_step_ms"] > 0 and cell["generate_tok_s"] > 0
+    assert "tmm-tiny" in (tmp_path / "table.md").read_text()
