@@ -80,6 +80,9 @@ class ZooModel(LanguageModel):
         _C._set_distillation(self._engine, self._distillation)
         yield self._engine
 
+    def __getstate__(self):  # pickle, copy.deepcopy, torch.save(model): the engine is made again when needed
+        return {**self.__dict__, "_engine": None}
+
     def _apply(self, fn, recurse=True):
         # .to(), .cuda(), .half(): the engine would keep the old tensors alive until its next call.
         self._engine = None
@@ -150,9 +153,6 @@ def save_checkpoint(config, tensors, checkpoint_dir):
     engine = _C._empty_model(json.dumps(dict(config)))
     engine.bind(list(tensors.items()))
     _C._save_checkpoint(engine, os.fspath(checkpoint_dir))
-
-    def __getstate__(self):  # pickle, copy.deepcopy, torch.save(model): the engine is made again when needed
-        return {**self.__dict__, "_engine": None}
 
 
 class TMM(ZooModel):

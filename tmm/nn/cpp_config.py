@@ -49,16 +49,22 @@ def adopt(module, values, device=None, dtype=None):
     return module
 
 
+def give(module, values, device=None, dtype=None):
+    """`values` as the module's tensors: adopted if the module is on the meta
+    device (then moved to device and dtype), else copied into its own."""
+    own = module.state_dict(keep_vars=True)
+    if next(iter(own.values()), torch.empty(0)).is_meta:
+        return adopt(module, values, device, dtype)
+    with torch.no_grad():
+        for name, t in own.items():
+            t.copy_(values[name])
+    return module
+
+
 def initialise(module, config, part, device=None, dtype=None):
-    """`module`'s C++ initial values: adopted at construction (device=None or
-    a real device), left empty on the meta device (deferred, e.g. for FSDP2:
-    reset_parameters() later), copied in by reset_parameters()."""
+    """`module`'s C++ initial values (those of `part` of `config`): adopted at
+    construction, copied in by reset_parameters(); a module asked for on the
+    meta device keeps no values (deferred, e.g. for FSDP2)."""
     if torch.device(device or "cpu").type == "meta":
         return module
-    if next(iter(module.state_dict().values()), torch.empty(0)).is_meta:
-        return adopt(module, initial_values(config, part), device, dtype)
-    with torch.no_grad():
-        own = module.state_dict(keep_vars=True)
-        for name, value in initial_values(config, part).items():
-            own[name].copy_(value)
-    return module
+    return give(module, initial_values(config, part), device, dtype)

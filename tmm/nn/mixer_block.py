@@ -4,7 +4,7 @@ as the C++ TMMBlock and HyenaBlock compute them, with their names."""
 import torch
 from torch import nn
 
-from .cpp_config import adopt, initial_values, resolve
+from .cpp_config import give, initial_values, resolve
 from .hyena import HyenaOperator
 from .layers import ACTIVATIONS, Linear, make_norm
 from .toeplitz_mixer import ToeplitzMixer
@@ -58,7 +58,7 @@ class MixerBlock(nn.Module):
         self.drop = nn.Dropout(c["dropout"])
         self._own_mixer = mixer is None
         if torch.device(device or "cpu").type != "meta":
-            self.reset_parameters(device, dtype)
+            self._initialise(device, dtype)
 
     @classmethod
     def from_config(cls, config, device=None, dtype=None):
@@ -69,20 +69,16 @@ class MixerBlock(nn.Module):
                    n_layers=c["n_layers"], heads=c["heads"], kernel=c["kernel"], mixer_dropout=c["mixer_dropout"],
                    **{c["mixer"]: True} if c["mixer"] != "toeplitz" else {}, device=device, dtype=dtype)
 
-    def reset_parameters(self, device=None, dtype=None):
+    def reset_parameters(self):
         """The values of a C++ TMMBlock of this configuration, freshly built
         (a given mixer keeps its own)."""
+        self._initialise()
+
+    def _initialise(self, device=None, dtype=None):
         values = initial_values(self._config, "block")
         for name, part in self.named_children():
-            if name == "mixer" and not self._own_mixer or name == "drop":
-                continue
-            own = {k[len(name) + 1:]: v for k, v in values.items() if k.startswith(name + ".")}
-            if next(part.parameters()).is_meta:
-                adopt(part, own, device, dtype)
-            else:
-                with torch.no_grad():
-                    for k, t in part.state_dict(keep_vars=True).items():
-                        t.copy_(own[k])
+            if name != "drop" and (name != "mixer" or self._own_mixer):
+                give(part, {k[len(name) + 1:]: v for k, v in values.items() if k.startswith(name + ".")}, device, dtype)
 
     def _ffn(self, h):
         return self.ffn_out(ACTIVATIONS[self.activation](self.ffn_in(self.ffn_norm(h))))
