@@ -13,10 +13,12 @@ Options (the GPU check, scripts/gpu_check.py, runs the op tests with them):
                       each test ends (a killed run leaves the finished ones).
   --deadline EPOCH    tests that would start later are skipped ("deadline").
 
-No silent skips: skip reasons are printed (-rs, pyproject.toml),
-and a skip is allowed only where EXPECTED_SKIPS names its reason and the
-reason holds on this machine (no GPU, say); any other skip fails the run,
-listed at the end.
+No silent skips: skip reasons are printed (-rs, pyproject.toml), and a skip
+is allowed only where EXPECTED_SKIPS names its reason and the reason holds on
+this machine (no GPU, say); any other skip fails the run, listed at the end.
+An expected failure is policed the same way: xfail is strict (an unexpected
+pass fails, pyproject.toml), and an xfail that EXPECTED_XFAILS does not name
+fails the run too.
 """
 
 import importlib.util
@@ -29,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import tmm
 from tmm import testing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,20 +45,25 @@ _RECORDS_FILE = [None]  # --records, set in pytest_configure (reports do not car
 # message, whether it is expected on this machine). Nothing else may skip:
 # a missing test dependency or an unbuilt binary is a failure, not a skip.
 _NO_GPU = not torch.cuda.is_available()
+_AVX512 = "avx512" in tmm.ops.cpu_capabilities()
 EXPECTED_SKIPS = (
     ("GPU-only case, no CUDA device here",
      r"CUDA not available on this machine|no CUDA device|(load\(device='cuda'\) )?needs a CUDA device", _NO_GPU),
-    ("the AVX2 fallback test needs a CPU without AVX-512",
-     r"needs an x86-64 dispatched build on a CPU without AVX-512 .*", True),
+    ("the AVX2 fallback test needs a CPU without AVX-512 (this one has it)",
+     r"needs an x86-64 dispatched build on a CPU without AVX-512 .*", _AVX512),
     ("--deadline passed (the GPU check's time limit)", r"deadline", None),  # None: when --deadline is given
 )
+# The expected failures a green run may contain, as EXPECTED_SKIPS: (reason,
+# a full match of the xfail's reason, whether it is expected on this machine).
+EXPECTED_XFAILS = ()
 _UNEXPECTED_SKIPS = []
 _CONFIG = [None]
 
 
 def pytest_terminal_summary(terminalreporter):
     if _UNEXPECTED_SKIPS:
-        terminalreporter.section("unexpected skips (not in conftest.EXPECTED_SKIPS): the run fails", red=True)
+        terminalreporter.section("unexpected skips or xfails (not in conftest.EXPECTED_SKIPS or EXPECTED_XFAILS): "
+                                 "the run fails", red=True)
         for line in _UNEXPECTED_SKIPS:
             terminalreporter.line(line)
 
@@ -103,15 +111,18 @@ def _skip_message(report):
 
 
 def _check_skip(report, config):
-    if report.outcome != "skipped" or hasattr(report, "wasxfail"):
+    if report.outcome != "skipped":
         return
-    message = _skip_message(report)
-    for _, pattern, expected in EXPECTED_SKIPS:
+    if hasattr(report, "wasxfail"):
+        message, table, kind = report.wasxfail, EXPECTED_XFAILS, "xfail"
+    else:
+        message, table, kind = _skip_message(report), EXPECTED_SKIPS, "skip"
+    for _, pattern, expected in table:
         if expected is None:
             expected = config.getoption("deadline") is not None
         if expected and re.fullmatch(pattern, message):
             return
-    _UNEXPECTED_SKIPS.append(f"{report.nodeid}: {message}")
+    _UNEXPECTED_SKIPS.append(f"{report.nodeid}: {kind}: {message}")
 
 
 def pytest_collectreport(report):
