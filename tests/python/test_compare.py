@@ -73,6 +73,23 @@ def test_smoke_run_writes_every_file(tmp_path, restore_threads):
     assert not [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]  # no temporaries left
 
 
+@pytest.mark.timeout(120)
+def test_peak_memory_reports_at_least_the_logits(tmp_path, restore_threads):
+    """Each run's float32 logits (batch x sequence x vocabulary) are live in
+    its training step, so its reported peak is at least their size: the
+    second run too, which reuses heap pages the first one freed."""
+    batch, n, vocab = 32, 64, 4096
+    logits_mib = batch * 2 * n * vocab * 4 / 2**20  # 64 MiB
+    settings = tiny_settings(tmp_path, configs=[str(REPO / "models" / f"{a}-tiny.json") for a in ("tmm", "hyena")],
+                             n=n, task_option=[f"vocab={vocab}"], steps=1, batch_size=batch, eval_every=1,
+                             no_plots=True)
+    run_comparison(settings)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    peaks = {s["arch"]: s["peak_mem_mib"] for s in summary["runs"]}
+    print(f"peak memory increase (MiB) with {logits_mib:.0f} MiB of logits: {peaks}")
+    assert len(peaks) == 2 and all(p is not None and p >= logits_mib for p in peaks.values()), peaks
+
+
 def test_default_archs_are_the_cpu_small_configs(tmp_path, restore_threads):
     """The main job (scripts/run.sh: no arguments) compares the four
     <arch>-cpu-small configs; --archs picks a subset, in its order."""
