@@ -19,6 +19,7 @@
 #include "models/online_toeplitz.h"
 #include "tmm/models/distill.h"
 #include "tmm/models/language_model.h"
+#include "tolerances.h"
 
 namespace {
 
@@ -129,6 +130,42 @@ TEST_CASE("distill: a window covering the context reproduces the exact decoder b
     model->set_distillation(tmod::distill(*model, o));
     const at::Tensor ids = at::randint(29, {2, 48}, at::kLong);
     CHECK(at::equal(decode_all(*model, DecodeMethod::Distilled, ids, 7), decode_all(*model, DecodeMethod::Cached, ids, 7)));
+  }
+}
+
+TEST_CASE("distill: Hyena with active modes decodes as a dense causal convolution of the fitted kernels",
+          "[distill]") {
+  // A window shorter than the context: every step past it reads the modes.
+  // The decoder's output is the causal convolution of its input with
+  // materialize() (the exact taps, then the modes' tail), to float64 rounding.
+  torch::NoGradGuard no_grad;
+  at::manual_seed(6);
+  const int64_t L = 40, B = 2, P = 3;
+  auto model = small_model("hyena", R"(, "filter_order": 8, "emb_dim": 5, "filter_sin_freq": 10)", L);  // rough filters
+  model->to(at::kDouble);
+  for (at::Tensor p : model->parameters()) p.copy_(at::randn_like(p) * 0.5);
+  for (const int64_t window : {0, 4}) {  // 0: Hyena's skip D as the direct term
+    tmod::DistillOptions o;
+    o.fit = fit_options(3, 5);
+    o.window = window;
+    const auto d = tmod::distill(*model, o);
+    for (const tmod::LongKernel& k : model->long_kernels()) {
+      const tmod::DistilledKernel& fitted = d->kernel(k.name);
+      const at::Tensor m = fitted.materialize(L).select(1, 0);  // C x L (Hyena: one tap per channel)
+      const int64_t C = m.size(0);
+      const at::Tensor x = at::randn({B, L, C}, at::kDouble);
+      auto mixer = tmod::make_distilled_mixer(fitted, k.weight, at::Tensor(), B, C, L);
+      std::vector<at::Tensor> out{mixer->forward(x.narrow(1, 0, P))};
+      for (int64_t t = P; t < L; ++t) out.push_back(mixer->forward(x.narrow(1, t, 1)));
+      // y[b, t, c] = sum_{s <= t} m[c, t - s] x[b, s, c], lag by lag.
+      at::Tensor expected = at::zeros_like(x);
+      for (int64_t lag = 0; lag < L; ++lag)
+        expected.narrow(1, lag, L - lag).add_(x.narrow(1, 0, L - lag) * m.select(1, lag));
+      const double err = rel_err(at::cat(out, 1), expected);
+      INFO(k.name << ", window " << window << ": rel err " << err << ", fit error " << fitted.error.max().item<double>());
+      CHECK(fitted.error.max().item<double>() > 1e-3);  // the fitted kernels are not the model's
+      CHECK(err <= tolerances::of(at::kDouble));
+    }
   }
 }
 

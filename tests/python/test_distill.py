@@ -2,6 +2,9 @@
 recovery through fit_modal, start_decoding / decode / generate with order
 and window, a state of fixed size, saving beside a checkpoint (tmm.models.load
 and `tmm generate` pick it up), errors, and the report script's quick mode.
+A distilled Hyena with active modes (a window shorter than the context)
+decodes as the Hyena formulas (test_models_hyena_reference) with each long
+convolution's kernel replaced by the fitted one (materialize()), in float64.
 The C++ tests (tests/cpp/test_distill.cpp) cover the decoder's exactness."""
 import json
 import os
@@ -15,6 +18,9 @@ import torch
 import tmm
 import tmm.distill as D
 import tmm.models as M
+from tmm.testing import rel_err, tolerance
+
+from test_models_hyena_reference import AUTHORS, randomised, reference_logits
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = Path(os.environ.get("TMM_CLI", REPO / "build" / "bin" / "tmm"))
@@ -63,6 +69,28 @@ def test_distilled_decoding_from_python(arch, extra):
     assert torch.cat(logits, 1).shape == m(ids).shape and torch.cat(logits, 1).isfinite().all()
     out = m.generate([1, 2, 3], max_new_tokens=5, temperature=0, method="distilled")
     assert out["method"] == "distilled" and len(out["tokens"]) == 5
+
+
+@pytest.mark.parametrize("window", [0, 4])
+def test_distilled_hyena_with_active_modes_is_the_formulas_with_the_fitted_kernels(window, one_thread):
+    L, prompt = 24, 3
+    cfg = {"arch": "hyena", "vocab_size": 23, "d_model": 8, "n_layers": 2, "max_len": L, "filter_order": 8,
+           "emb_dim": 5, "filter_sin_freq": 10.0}  # a rough filter: the modes do not fit it exactly
+    torch.manual_seed(0)
+    m = M.build(cfg).to(torch.float64).eval()
+    P = randomised(m)
+    d = D.distill(m, order=3, window=window, steps=5)
+    filters = {name.removesuffix("filter"): d.materialize(name, L)[:, 0].T for name in d.names()}  # L x d each
+    assert max(float(d.kernel(n)["error"].max()) for n in d.names()) > 1e-3  # not the model's own kernels
+    ids = torch.randint(0, cfg["vocab_size"], (2, L), generator=torch.Generator().manual_seed(3))
+    state = m.start_decoding(2, L, method="distilled")
+    with torch.no_grad():
+        got = torch.cat([m.decode(state, ids[:, :prompt])] + [m.decode(state, ids[:, t:t + 1])
+                                                              for t in range(prompt, L)], 1)
+        expected = reference_logits({**AUTHORS, **cfg}, P, ids, filters)
+        exact = reference_logits({**AUTHORS, **cfg}, P, ids)
+    assert rel_err(got, exact) > 1e3 * tolerance(torch.float64)  # the modes change the logits
+    assert rel_err(got, expected) <= tolerance(torch.float64), rel_err(got, expected)
 
 
 def test_order_and_window_fit_on_demand_and_errors():

@@ -87,28 +87,33 @@ def long_conv(v, h, D):
     return y
 
 
-def hyena_operator(cfg, P, prefix, x):
+def hyena_operator(cfg, P, prefix, x, filters=None):
     """safari's HyenaOperator.forward, order 2: Conv1d(3d, 3d, k, padding=k-1,
-    groups=3d)[..., :L] is the causal depthwise conv written out below."""
+    groups=3d)[..., :L] is the causal depthwise conv written out below.
+    ``filters[prefix]`` (L x d, the skip D folded into lag 0), when given,
+    replaces the implicit filter and D (a distilled model's kernels)."""
     B, L, d = x.shape
     u = linear(x, P, f"{prefix}in_proj")
     wgt, k = P[f"{prefix}short_filter.weight"], cfg["short_filter"]
     padded = F.pad(u, (0, 0, k - 1, 0))
     u = sum(wgt[:, 0, j] * padded[:, j:j + L] for j in range(k)) + P[f"{prefix}short_filter.bias"]
     x0, x1, v = u.split(d, -1)
-    v = long_conv(v * x1, implicit_filter(cfg, P, f"{prefix}filter.", L, d), P[f"{prefix}filter.D"])
+    if filters is None:
+        v = long_conv(v * x1, implicit_filter(cfg, P, f"{prefix}filter.", L, d), P[f"{prefix}filter.D"])
+    else:
+        v = long_conv(v * x1, filters[prefix][:L], torch.zeros(d, dtype=torch.float64))
     return linear(v * x0, P, f"{prefix}out_proj")
 
 
-def hyena_block(cfg, P, name, x):
-    h = x + hyena_operator(cfg, P, f"{name}.mixer.", layer_norm(x, P, f"{name}.mixer_norm"))
+def hyena_block(cfg, P, name, x, filters=None):
+    h = x + hyena_operator(cfg, P, f"{name}.mixer.", layer_norm(x, P, f"{name}.mixer_norm"), filters)
     return h + linear(gelu(linear(layer_norm(h, P, f"{name}.ffn_norm"), P, f"{name}.ffn_in")), P, f"{name}.ffn_out")
 
 
-def reference_logits(cfg, P, ids):
+def reference_logits(cfg, P, ids, filters=None):
     h = P["embed.weight"][ids]
     for i in range(cfg["n_layers"]):
-        h = hyena_block(cfg, P, f"blocks.{i}", h)
+        h = hyena_block(cfg, P, f"blocks.{i}", h, filters)
     if cfg["final_norm"]:
         h = layer_norm(h, P, "final_norm")
     return h @ (P["embed.weight"] if cfg["tie_embeddings"] else P["head.weight"]).T
