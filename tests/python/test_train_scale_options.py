@@ -2,8 +2,9 @@
 float16 autocast (float16 with a GradScaler, resumed exactly), torch.compile,
 activation checkpointing (tmm.nn models; a C++ zoo model is refused, saying
 why), tokens/s and MFU per logged interval, step timing with gradient
-accumulation, FSDP2 on two gloo processes against DDP, and the paper
-recipe's settings and its --dry-run estimate."""
+accumulation, FSDP2 on two gloo processes against DDP (every parameter a
+Shard(0) DTensor, the final parameters DDP's), and the paper recipe's
+settings and its --dry-run estimate."""
 import json
 import os
 from pathlib import Path
@@ -133,6 +134,26 @@ def test_step_timing_counts_micro_batches(restore_threads):
 # ---------------------------------------------------------------- FSDP2 vs DDP on two gloo processes
 
 
+def assert_fully_sharded(model, world):
+    """Every parameter of `model` is a DTensor sharded on dim 0 (FSDP2's
+    Shard(0)) whose local shard is smaller than the whole: sharding did not
+    fall back to replicas (DDP)."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.tensor import DTensor, Shard
+
+    for module in model.modules():  # a root FSDP module keeps its parameters gathered after a forward
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    named = list(model.named_parameters())
+    assert named, "the model has no parameters"
+    for name, p in named:
+        assert isinstance(p, DTensor), f"{name}: a {type(p).__name__}, not a DTensor"
+        assert tuple(p.placements) == (Shard(0),), f"{name}: placements {p.placements}, expected (Shard(0),)"
+        local, whole = p.to_local().shape, p.shape
+        assert p.device_mesh.size() == world and local[0] < whole[0] and local[1:] == whole[1:], \
+            f"{name}: local shard {tuple(local)} of {tuple(whole)} on {p.device_mesh.size()} ranks"
+
+
 def _fsdp_worker(rank, world, rendezvous, out):
     """The same training under DDP, then under FSDP2, in one process group."""
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
@@ -142,7 +163,11 @@ def _fsdp_worker(rank, world, rendezvous, out):
         for fsdp in (False, True):
             model = tiny(task)
             res = train(model, task, TrainConfig(**TCFG, fsdp=fsdp, grad_accum=2))
-            torch.save({"losses": res.losses, "rows": timing_free(res.rows)}, os.path.join(out, f"{fsdp}-{rank}.pt"))
+            if fsdp:
+                assert_fully_sharded(model, world)
+            params = {name: (p.full_tensor() if fsdp else p).detach().clone() for name, p in model.named_parameters()}
+            torch.save({"losses": res.losses, "rows": timing_free(res.rows), "params": params},
+                       os.path.join(out, f"{fsdp}-{rank}.pt"))
     finally:
         dist.destroy_process_group()
 
@@ -160,6 +185,19 @@ def test_fsdp2_on_two_gloo_processes_equals_ddp(tmp_path, restore_threads):
     assert [row["step"] for row in fsdp[0]["rows"]] == [0, 2, 4]
     for a, b in zip(fsdp[0]["rows"], ddp[0]["rows"]):
         assert a["eval_loss"] == pytest.approx(b["eval_loss"], rel=1e-5)
+    # The final parameters: FSDP2's gathered shards are DDP's, up to the order of the gradient sums
+    # (AdamW turns a rounding difference into at most ~1e-4 of lr per step: tests/python/test_distributed.py).
+    names = list(ddp[0]["params"])
+    assert names and all(list(f["params"]) == names for f in fsdp)
+    moved = max(float((ddp[0]["params"][n] - tiny(tmm.tasks.make("copy", n=8), drop_in=True).state_dict()[n]).abs()
+                      .max()) for n in names)
+    atol = 1e-3 * TCFG["lr"] * TCFG["steps"]
+    for r in range(2):
+        for name in names:
+            diff = float((fsdp[r]["params"][name] - ddp[0]["params"][name]).abs().max())
+            assert diff <= atol, f"rank {r}: {name} differs from DDP's by {diff:.2e} (> {atol:.1e})"
+    print(f"final parameters: FSDP2 within {atol:.1e} of DDP (training moved them up to {moved:.1e})")
+    assert moved > 100 * atol  # the comparison can tell a trained parameter from an untrained one
 
 
 # ---------------------------------------------------------------- the paper recipe
