@@ -5,10 +5,28 @@
         --include_path my_tasks/ --output_path results/eval
     python -m tmm.eval ls tasks
 
+    torchrun --nproc_per_node 2 -m tmm.eval --model tmm --model_args pretrained=CKPT_DIR --tasks hellaswag
+
 Every flag and sub-command is the harness's (``lm-eval --help``); this only
-imports :mod:`tmm.eval.harness` first, which registers ``tmm``.
+imports :mod:`tmm.eval.harness` first, which registers ``tmm``, and under
+torchrun (WORLD_SIZE > 1) initialises the process group (nccl with GPUs, else
+gloo), over which the ranks split the requests (tmm.eval.harness says how).
 """
+import os
 import sys
+
+
+def _init_process_group():
+    """Under torchrun, the group the ranks evaluate in (True: this made it)."""
+    import torch
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1 or dist.is_initialized():
+        return False
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return True
 
 
 def main(argv=None):
@@ -18,7 +36,14 @@ def main(argv=None):
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
     sys.argv[0] = "python -m tmm.eval"
-    cli_evaluate()
+    owned = _init_process_group()
+    try:
+        cli_evaluate()
+    finally:
+        if owned:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -42,8 +42,11 @@ of room, stopping when every sequence has produced one of ``until``;
 the text is cut at the first stop string. A model without ``generate`` (a
 ``tmm.nn`` model) decodes greedily by recomputing the forward.
 
-One process evaluates all requests (the harness's data-parallel split over
-ranks is not used): every paper-size model fits one GPU.
+Data parallel: under an initialised torch.distributed group (torchrun: ``python
+-m tmm.eval`` initialises one, gloo on CPUs, nccl on GPUs, each rank on the
+GPU of its LOCAL_RANK) each rank evaluates its part of the requests (the
+harness gives rank r every world-th document) and rank 0 gathers the
+per-document results and computes the metrics, as one process would.
 """
 from __future__ import annotations
 
@@ -190,8 +193,11 @@ class TMMLM(TemplateLM):
         if unknown:
             raise TypeError(f"tmm: unknown model_args {', '.join(unknown)} (known: pretrained, tokenizer, device, "
                             "dtype, batch_size, max_batch_size, max_length, max_gen_toks, eot_token, method, seed)")
+        from ..distributed import rank_and_world_size
+
+        self._rank, self._world_size = rank_and_world_size()
         if device is None or device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
         self._device = torch.device(device)
         if isinstance(dtype, str):
             if dtype not in _DTYPES:
@@ -250,6 +256,34 @@ class TMMLM(TemplateLM):
     @property
     def tokenizer_name(self):
         return f"tmm-{self.tok.kind}-{self.tok.vocab_size}"
+
+    # -- data parallel: the harness's collectives over the torch.distributed group (one process: no-ops)
+
+    def all_gather(self, tensor):
+        """Every rank's ``tensor`` (on this model's device), concatenated along dim 0 (a 0-d tensor: stacked)."""
+        if self._world_size == 1:
+            return tensor
+        import torch.distributed as dist
+
+        parts = [torch.empty_like(tensor) for _ in range(self._world_size)]
+        dist.all_gather(parts, tensor.contiguous())
+        return torch.stack(parts) if tensor.dim() == 0 else torch.cat(parts)
+
+    def gather_object(self, obj, dst=0):
+        """Every rank's ``obj`` as a list on rank ``dst``, None elsewhere."""
+        if self._world_size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        out = [None] * self._world_size if self._rank == dst else None
+        dist.gather_object(obj, out, dst=dst)
+        return out
+
+    def barrier(self):
+        if self._world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
 
     def tok_encode(self, string, add_special_tokens=None, left_truncate_len=None, **kwargs):
         ids = list(self.tok.encode(string, add_special_tokens=bool(add_special_tokens)))
