@@ -1,11 +1,18 @@
 """Distributed training: tmm.train under 2 CPU processes (gloo,
 DistributedDataParallel around the C++ models) ends with the parameters of a
 single process trained on the same global batches; scripts/compare.py runs
-unchanged under torchrun and only rank 0 writes."""
+unchanged under torchrun and only rank 0 writes; two torchrun "nodes" on this
+machine (--nnodes 2, c10d rendezvous on localhost) train on token shards, one
+node is killed, both resume from the last checkpoint and end as one process
+trained straight through."""
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +124,107 @@ def test_compare_under_torchrun(tmp_path):
     final = tmm.models.load(train_checkpoints.latest(out / "checkpoints" / "tmm"))
     for (name, p), (_, q) in zip(model.named_parameters(), final.named_parameters()):
         assert_close(q, p, name, atol(1e-3, 6))
+
+
+# ---------------------------------------------------------------- two torchrun nodes, one killed
+
+# What each node's one worker runs: tmm.train on the token shards (DDP over the
+# two nodes, gloo), checkpointing every 2 steps. With kill_at, the worker of
+# global rank 1 kills its whole node (its torchrun agent's process group, then
+# itself: torchrun starts its workers in sessions of their own) when it asks
+# for that step's batch, as a lost machine would.
+NODE_WORKER = textwrap.dedent("""
+    import json, os, signal, sys
+    import torch, torch.distributed as dist
+    import tmm.models, tmm.tasks
+    from tmm.train import TrainConfig, train
+    args = json.loads(sys.argv[1])
+    dist.init_process_group("gloo")
+    torch.set_num_threads(1)
+    task = tmm.tasks.make("shards", path=args["shards"], seq_len=16)
+    if args["kill_at"] is not None and dist.get_rank() == 1:
+        batch_at, calls = task.batch_at, []
+        def dying(*a, **k):
+            calls.append(1)
+            if len(calls) == args["kill_at"]:
+                os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return batch_at(*a, **k)
+        task.batch_at = dying
+    cfg = json.loads(open(args["config"]).read())
+    cfg.update(vocab_size=task.vocab_size, max_len=task.seq_len)
+    torch.manual_seed(0)
+    model = tmm.models.build(cfg)
+    train(model, task, TrainConfig(**args["train"], checkpoint_dir=args["ckpt"], checkpoint_every=2,
+                                   resume=args["resume"]))
+    dist.destroy_process_group()
+""")
+NODE_TRAIN = dict(steps=8, batch_size=4, lr=3e-3, warmup=1, eval_every=8, eval_batches=1, threads=1, progress=False)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _start_nodes(tmp_path, shards, kill_at, resume):
+    """Two torchrun agents, --nnodes 2 of one worker each, meeting at a c10d rendezvous on localhost (node 0
+    hosts its store); each in its own session (process group), so that a node can be killed whole."""
+    script = tmp_path / "node_worker.py"
+    script.write_text(NODE_WORKER)
+    args = json.dumps(dict(shards=str(shards), config=str(REPO / "models" / "tmm-tiny.json"), kill_at=kill_at,
+                           resume=resume, train=NODE_TRAIN, ckpt=str(tmp_path / "ckpt")))
+    port = _free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    nodes = []
+    for node in range(2):
+        log = open(tmp_path / f"node{node}-{'resume' if resume else 'first'}.log", "w")
+        nodes.append(subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+             "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{port}", "--rdzv_id", f"tmm-{port}",
+             "--rdzv_conf", f"is_host={node == 0}", "--max_restarts", "0", str(script), args],
+            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    return nodes
+
+
+def _wait(nodes, timeout):
+    end = time.monotonic() + timeout
+    try:
+        return [n.wait(timeout=max(1.0, end - time.monotonic())) for n in nodes]
+    finally:
+        for n in nodes:  # a node still running past the timeout: the test has failed, end it
+            if n.poll() is None:
+                os.killpg(n.pid, signal.SIGKILL)
+                n.wait()
+
+
+@pytest.mark.timeout(300)
+def test_two_nodes_one_killed_resume_as_one_process(tmp_path, restore_threads):
+    from tmm.data import prepare_corpus
+
+    (tmp_path / "c.txt").write_text("".join(f"Line {i} of the text, and more of it.\n" for i in range(2000)))
+    shards = tmp_path / "shards"
+    prepare_corpus(tmp_path / "c.txt", shards, section_bytes=1024, workers=1, progress=False, log=lambda _: None)
+
+    first = _wait(_start_nodes(tmp_path, shards, kill_at=6, resume=False), 120)  # killed asking for step 6's batch
+    logs = "".join(f.read_text() for f in sorted(tmp_path.glob("node*-first.log")))
+    assert first[1] == -signal.SIGKILL and first[0] != 0, (first, logs[-3000:])
+    ckpt = tmp_path / "ckpt"
+    killed_at = train_checkpoints.read_state(train_checkpoints.latest(ckpt))["step"]
+    assert killed_at == 4, killed_at  # the last checkpoint before the kill
+
+    resumed = _wait(_start_nodes(tmp_path, shards, kill_at=None, resume=True), 120)
+    logs = "".join(f.read_text() for f in sorted(tmp_path.glob("node*-resume.log")))
+    assert resumed == [0, 0], (resumed, logs[-3000:])
+    state = train_checkpoints.read_state(train_checkpoints.latest(ckpt))
+    assert state["step"] == 8 and state["world_size"] == 2
+
+    torch.set_num_threads(1)
+    task = tmm.tasks.make("shards", path=str(shards), seq_len=16)
+    model = tiny_tmm(task)
+    ref = train(model, task, TrainConfig(**NODE_TRAIN))
+    assert state["losses"] == pytest.approx(ref.losses, rel=RTOL)
+    final = tmm.models.load(train_checkpoints.latest(ckpt))
+    for (name, p), (_, q) in zip(model.named_parameters(), final.named_parameters()):
+        assert_close(q, p, name, atol(NODE_TRAIN["lr"], NODE_TRAIN["steps"]))
