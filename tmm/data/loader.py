@@ -57,13 +57,21 @@ class ShardWindows:
         _check_int("ShardWindows", "seq_len", seq_len, 1)
         self.seq_len = int(seq_len)
         self.vocab_size = None
+        listed = None
         if isinstance(shards, (str, os.PathLike)):
             self.folder = Path(shards)
-            paths, _ = split_shards(self.folder, split)
-            self.vocab_size = read_manifest(self.folder)["vocab_size"]
+            paths, counts = split_shards(self.folder, split)
+            manifest = read_manifest(self.folder)
+            self.vocab_size = manifest["vocab_size"]
+            listed = [(manifest["dtype"], c) for c in counts]
         else:
             self.folder, paths = None, [Path(p) for p in shards]
         headers = [shard_format.read_header(p) for p in paths]  # checks every file before training starts
+        for p, h, expected in zip(paths, headers, listed or []):  # each shard as its folder's manifest lists it
+            if (h["dtype"].name, h["count"]) != expected:
+                raise shard_format.ShardFormatError(
+                    f"token shard {p}: {h['count']} tokens of {h['dtype'].name}, its folder's manifest lists "
+                    f"{expected[1]} of {expected[0]}")
         self.paths = paths
         self.dtypes = [h["dtype"] for h in headers]
         self.counts = np.array([h["count"] for h in headers], dtype=np.int64)

@@ -90,6 +90,9 @@ def read_header(path) -> dict:
     code = int(header["dtype"])
     if code not in _DTYPES:
         raise ShardFormatError(f"token shard {path}: dtype code {code}, expected 2 (uint16) or 4 (uint32)")
+    if int(header["reserved"]) != 0:
+        raise ShardFormatError(f"token shard {path}: reserved field (bytes 24-31) holds {int(header['reserved'])}, "
+                               "expected 0")
     count = int(header["count"])
     expected = HEADER_BYTES + count * code
     if size != expected:
