@@ -15,9 +15,9 @@ export CCACHE_BASEDIR="$REPO" CCACHE_NOHASHDIR=1
 
 log() { printf '\033[1m[tmm %4ds]\033[0m %s\n' "$SECONDS" "$*" >&2; }  # seconds since the script started
 
-ensure_system_packages() {
+ensure_system_packages() {  # [packages...]: default $APT_PACKAGES
   local missing=()
-  for p in $APT_PACKAGES; do
+  for p in ${@:-$APT_PACKAGES}; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return

@@ -4,10 +4,10 @@
 #
 #   scripts/test.sh --sanitize   instead: the C++ tests linked against the
 #                                library's sanitized flavour (AddressSanitizer
-#                                + UBSan on the code that handles raw memory;
-#                                CMakeLists.txt says which), built in build/
-#                                beside the plain one, and run; any sanitizer
-#                                report fails the run.
+#                                + UBSan on all of tmm's own code but the op's
+#                                registration glue; CMakeLists.txt says which),
+#                                built in build/ beside the plain one, and run;
+#                                any sanitizer report fails the run.
 source "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
 
 if [ "${1:-}" = "--sanitize" ]; then

@@ -2,6 +2,7 @@
 // result saved beside a checkpoint as distilled.json + distilled.safetensors.
 #include "tmm/models/distill.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -110,9 +111,15 @@ std::shared_ptr<Distillation> load_distillation(const std::string& dir) {
   std::stringstream text;
   text << f.rdbuf();
   const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  TORCH_CHECK(j.is_object() && j.value("format", std::string()) == kFormat && j.contains("kernels") &&
+  TORCH_CHECK(j.is_object() && j.contains("format") && j["format"] == kFormat && j.contains("kernels") &&
                   j["kernels"].is_object(),
               "load_distillation: '", json_path, "' is not a ", kFormat, " file");
+  // An integer field >= low of a JSON object (`where` names it in the error).
+  auto count = [&](const nlohmann::json& obj, const char* key, int64_t low, const std::string& where) {
+    TORCH_CHECK(obj.is_object() && obj.contains(key) && obj[key].is_number_integer() && obj[key].get<int64_t>() >= low,
+                "load_distillation: '", json_path, "': ", where, "\"", key, "\" must be an integer >= ", low);
+    return obj[key].get<int64_t>();
+  };
   io::SafetensorsFile file = io::load_safetensors(tensors_path);
   auto tensor = [&](const std::string& name, bool required) {
     auto it = file.tensors.find(name);
@@ -121,21 +128,24 @@ std::shared_ptr<Distillation> load_distillation(const std::string& dir) {
     return it == file.tensors.end() ? at::Tensor() : it->second;
   };
   auto out = std::make_shared<Distillation>();
-  out->order = j.at("order").get<int64_t>();
-  out->window = j.at("window").get<int64_t>();
+  out->order = count(j, "order", 1, "");
+  out->window = count(j, "window", 0, "");
   for (const auto& [name, info] : j["kernels"].items()) {
     DistilledKernel k;
-    k.length = info.at("length").get<int64_t>();
+    k.length = count(info, "length", std::max<int64_t>(out->window, 1), "kernel '" + name + "': ");
     k.taps = tensor(name + ".taps", true);
     k.direct = tensor(name + ".direct", false);
     k.lambda = at::complex(tensor(name + ".lambda_re", true), tensor(name + ".lambda_im", true));
     k.residue = at::complex(tensor(name + ".residue_re", true), tensor(name + ".residue_im", true));
     k.error = tensor(name + ".error", true);
     TORCH_CHECK(k.lambda.dim() == 3 && k.lambda.size(2) == out->order && k.taps.dim() == 3 &&
-                    k.taps.size(2) == out->window && k.residue.sizes() == k.lambda.sizes(),
+                    k.taps.sizes().slice(0, 2) == k.lambda.sizes().slice(0, 2) && k.taps.size(2) == out->window &&
+                    k.residue.sizes() == k.lambda.sizes() && k.error.sizes() == k.lambda.sizes().slice(0, 2) &&
+                    (!k.direct.defined() || k.direct.sizes() == k.lambda.sizes().slice(0, 2)),
                 "load_distillation: '", tensors_path, "': kernel '", name, "' has modes ", k.lambda.sizes(),
-                " and taps ", k.taps.sizes(), ", expected G x K x order ", out->order, " and G x K x window ",
-                out->window);
+                ", taps ", k.taps.sizes(), ", error ", k.error.sizes(),
+                k.direct.defined() ? ", direct " + c10::str(k.direct.sizes()) : std::string(),
+                ", expected G x K x order ", out->order, ", G x K x window ", out->window, ", G x K");
     TORCH_CHECK((at::abs(k.lambda) < 1).all().item<bool>(), "load_distillation: '", tensors_path, "': kernel '",
                 name, "' has a mode with |lambda| >= 1 (unstable)");
     out->kernels.emplace(name, std::move(k));

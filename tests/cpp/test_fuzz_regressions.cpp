@@ -4,14 +4,20 @@
 // its fix introduced, listed below beside its file name, so that a replay
 // fails without the fix on a normal run too, not only under a sanitizer. The
 // seeds (tests/fuzz/corpus/<target>/) are valid inputs: model configs must
-// build, run and round-trip; safetensors files load or raise c10::Error,
-// tokenizer files load or raise std::invalid_argument. Any other exception
-// fails the test, and a crash or sanitizer report ends the run.
+// build, run and round-trip, checkpoints and distillations (two files in one
+// input, split at the first NUL byte) load; safetensors files load or raise
+// c10::Error, tokenizer files load or raise std::invalid_argument. Any other
+// exception fails the test, and a crash or sanitizer report ends the run.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <stdexcept>
@@ -22,10 +28,14 @@
 #include <c10/util/Exception.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <tmm/io/safetensors.h>
 #include <tmm/models.h>
+#include <tmm/models/checkpoint.h>
+#include <tmm/models/distill.h>
 #include <tmm/text/tokenizer.h>
 #include <tmm/tmm.h>
 
+#include "../fuzz/model_size.h"
 #include "repo_paths.h"
 
 namespace fs = std::filesystem;
@@ -94,6 +104,58 @@ std::string read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   REQUIRE(f.good());
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// A temporary folder holding the two files of a fuzz input (split at its first NUL), as the fuzzer writes them.
+// (Removed with std::remove and rmdir: fs::remove_all binds to libtorch's copy, which crashes.)
+struct InputFolder {
+  fs::path dir;
+  const char *first, *second;
+  InputFolder(const std::string& input, const char* first_name, const char* second_name)
+      : first(first_name), second(second_name) {
+    char name[] = "/tmp/tmm_fuzz_input_XXXXXX";
+    REQUIRE(mkdtemp(name) != nullptr);
+    dir = name;
+    const auto [a, b] = tmm_fuzz::split_at_nul(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+    std::ofstream(dir / first, std::ios::binary) << a;
+    std::ofstream(dir / second, std::ios::binary) << b;
+  }
+  ~InputFolder() {
+    std::remove((dir / first).c_str());
+    std::remove((dir / second).c_str());
+    rmdir(dir.c_str());
+  }
+};
+
+// What each checkpoint or distillation regression was fixed to raise: a substring of the loader's error.
+struct Regression {
+  const char* file;
+  const char* error;
+};
+const Regression kCheckpointRegressions[] = {
+    {"", ""},  // none so far (the loader survived its runs)
+};
+const Regression kDistillationRegressions[] = {
+    {"crash-a068b934-order-missing.bin", "\"order\" must be an integer >= 1"},  // was nlohmann's out_of_range
+    {"format-not-a-string.bin", "is not a tmm-distilled-1 file"},                // was nlohmann's type_error
+    {"length-not-an-integer.bin", "kernel 'blocks.0.mixer.weight': \"length\" must be an integer >= 2"},
+    {"length-shorter-than-the-window.bin", "kernel 'blocks.0.mixer.weight': \"length\" must be an integer >= 2"},
+    {"taps-of-fewer-kernels-than-the-modes.bin", "has modes [2, 1, 2], taps [1, 1, 2]"},
+};
+
+// Each regression file of `target` is listed in `table` and raises its error.
+template <size_t N>
+void check_regressions(const std::string& target, const Regression (&table)[N],
+                       const std::function<void(const std::string&)>& load) {
+  using Catch::Matchers::Contains;
+  for (const auto& p : inputs(target, {"regressions"})) {
+    INFO("input " << p.string() << ": a new regression needs its expected error listed");
+    const auto* r = std::find_if(std::begin(table), std::end(table), [&](const Regression& x) {
+      return p.filename() == x.file;
+    });
+    REQUIRE(r != std::end(table));
+    CHECK_THROWS_WITH(load(read_all(p)), Contains(r->error));
+  }
 }
 
 }  // namespace
@@ -193,4 +255,52 @@ TEST_CASE("fuzz inputs: tokenizer.json files load and encode, or raise std::inva
       CHECK_NOTHROW(tok->decode(ids));
     }
   }
+}
+
+TEST_CASE("fuzz inputs: the checkpoint seeds load, hold their files' tensors and run", "[fuzz][checkpoint]") {
+  const auto files = inputs("checkpoint", {"corpus"});
+  REQUIRE(!files.empty());
+  for (const auto& p : files) {
+    INFO("input " << p.string());
+    const InputFolder folder(read_all(p), "config.json", "model.safetensors");
+    std::shared_ptr<tmm::models::LanguageModel> m;
+    REQUIRE_NOTHROW(m = tmm::models::load_checkpoint(folder.dir.string()));
+    const auto file = tmm::io::load_safetensors((folder.dir / "model.safetensors").string());
+    size_t seen = 0;
+    for (const auto& t : m->named_parameters()) {
+      REQUIRE(file.tensors.count(t.key()) == 1);
+      CHECK(at::equal(t.value(), file.tensors.at(t.key()).to(t.value().scalar_type())));
+      ++seen;
+    }
+    for (const auto& t : m->named_buffers()) seen += file.tensors.count(t.key());
+    CHECK(seen == file.tensors.size());
+  }
+}
+
+TEST_CASE("fuzz regressions: each checkpoint raises the error its fix introduced", "[fuzz][checkpoint]") {
+  check_regressions("checkpoint", kCheckpointRegressions, [](const std::string& input) {
+    const InputFolder folder(input, "config.json", "model.safetensors");
+    tmm::models::load_checkpoint(folder.dir.string());
+  });
+}
+
+TEST_CASE("fuzz inputs: the distillation seeds load and materialize", "[fuzz][distillation]") {
+  const auto files = inputs("distillation", {"corpus"});
+  REQUIRE(!files.empty());
+  for (const auto& p : files) {
+    INFO("input " << p.string());
+    const InputFolder folder(read_all(p), "distilled.json", "distilled.safetensors");
+    std::shared_ptr<tmm::models::Distillation> d;
+    REQUIRE_NOTHROW(d = tmm::models::load_distillation(folder.dir.string()));
+    REQUIRE(!d->kernels.empty());
+    for (const auto& [name, k] : d->kernels)
+      CHECK(k.materialize(k.length).sizes() == at::IntArrayRef({k.lambda.size(0), k.lambda.size(1), k.length}));
+  }
+}
+
+TEST_CASE("fuzz regressions: each distillation raises the error its fix introduced", "[fuzz][distillation]") {
+  check_regressions("distillation", kDistillationRegressions, [](const std::string& input) {
+    const InputFolder folder(input, "distilled.json", "distilled.safetensors");
+    tmm::models::load_distillation(folder.dir.string());
+  });
 }

@@ -14,7 +14,7 @@
 // (from the parsed config) is below kMaxParams; invalid ones are always fed
 // to it, since they must be rejected before anything is allocated.
 //
-// Build and run: tests/fuzz/build.sh (see its header).
+// Built and run by tests/fuzz/run.sh.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -28,44 +28,18 @@
 #include <nlohmann/json.hpp>
 #include <tmm/models.h>
 
+#include "model_size.h"
+
 namespace {
 
 using nlohmann::json;
 using namespace tmm::models;
-
-constexpr double kMaxParams = 2e6;
+using tmm_fuzz::estimate;
+using tmm_fuzz::kMaxParams;
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "fuzz_model_config: %s\n", what.c_str());
   std::abort();
-}
-
-double d(int64_t v) { return double(v); }
-
-// Generous upper estimates of each model's parameter and buffer count.
-double estimate(const TMMConfig& c) {
-  const double D = d(c.d_model), N = d(c.max_len), G = c.heads == 0 ? 1.0 : d(c.heads);
-  const double mixer = c.mixer == TMMMixerKind::Masked ? G * N * N : 2 * G * d(c.kernel) * N + G * N;
-  const double layer = 1000 + 2 * D * D + 3 * D * D * d(c.ffn_mult) + 2 * mixer + 8 * D;
-  return d(c.n_layers) * layer + 2 * d(c.vocab_size) * D + N * D;
-}
-double estimate(const TransformerConfig& c) {
-  const double D = d(c.d_model);
-  const double layer = 1000 + 4 * D * D + 3 * D * d(c.ffn_hidden) + 4 * D;
-  return d(c.n_layers) * layer + 2 * d(c.vocab_size) * D + d(c.max_len) * D;
-}
-double estimate(const HyenaConfig& c) {
-  const double D = d(c.d_model), F = d(c.filter_order), N = d(c.max_len), E = d(c.emb_dim);
-  const double layer = 1000 + 4 * D * D + 3 * D * d(c.short_filter) + E * F + 2 * F * F + 2 * F * D +
-                       N * (E + 2 * D) + 3 * D * D * d(c.ffn_mult) + 8 * D;
-  return d(c.n_layers) * layer + 2 * d(c.vocab_size) * D + N * D;
-}
-double estimate(const Mamba2Config& c) {
-  const double D = d(c.d_model), DI = d(c.expand) * D, GS = d(c.ngroups) * d(c.d_state),
-               H = DI / d(c.headdim);
-  const double layer = 1000 + D * (2 * DI + 2 * GS + H) + (DI + 2 * GS) * d(c.d_conv) + DI * D +
-                       3 * D * d(c.d_intermediate) + 4 * H + 2 * DI + 4 * D;
-  return d(c.n_layers) * layer + 2 * d(c.vocab_size) * D + d(c.max_len) * D;
 }
 
 // Runs `parse` on `j` with "arch" set to `arch`; the estimate when it accepts.

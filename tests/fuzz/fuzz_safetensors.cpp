@@ -5,7 +5,7 @@
 // successful load must also be self-consistent: the tensors tile the data
 // section exactly, so their byte sizes add up to at most the input size.
 //
-// Build and run: tests/fuzz/build.sh (see its header).
+// Built and run by tests/fuzz/run.sh.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

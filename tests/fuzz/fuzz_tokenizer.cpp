@@ -22,7 +22,7 @@
 // Anything else (another exception, a crash, a sanitizer report, a hang) is a
 // bug.
 //
-// Build and run: tests/fuzz/build.sh (see its header).
+// Built and run by tests/fuzz/run.sh.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
