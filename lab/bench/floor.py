@@ -4,22 +4,30 @@ tmm's causal Toeplitz against what the hardware can do, measured in one run.
     res = floor.run(FloorConfig(...), out_dir)
 
 Per length L (B x L x C, float32, G = K = 1, torch's threads):
-  - the FFT floor: one real-to-complex + complex-to-real transform pair of
-    size 2L over all B*C columns laid out contiguously (the transforms a
-    fused forward must at least do; a forward+backward needs about 2.5
-    such pairs), through FFTW (pyfftw, FFTW_MEASURE, the same threads) when
-    pyfftw is importable, else through scipy.fft (pocketfft) and said so.
-    FFTW is GPL: the benchmark imports it, the library never does;
-  - memcpy: a copy of x (B*L*C values), its time and bandwidth (the
-    smallest memory traffic of a forward reads x and writes y: 1 copy);
+  - the FFT pair: one real-to-complex + complex-to-real transform pair over
+    all B*C columns laid out contiguously in time, through FFTW (pyfftw,
+    FFTW_MEASURE, the same threads; requirements-bench.txt) when it imports,
+    else scipy.fft (pocketfft) and said so; at 2L, or where 2L has a prime
+    factor above 7, at the fastest of the next 7-smooth, 5-smooth and
+    power-of-two sizes >= 2L - 1. FFTW is GPL: the lab imports it, the
+    library never does;
+  - the transposes B x L x C -> B x C x L and back, timed (the faster of
+    torch's strided copy and its blocked 2-D copy per batch entry, spread
+    over the threads), and a memcpy of x for the memory bandwidth;
+  - the practical floor, a route through FFTW on contiguous columns:
+    fwd = pair + one transpose each way; fwd+bwd = 2.5 pairs (forward: x
+    in, y out; backward: grad_y and x in, grad_x out) + two transposes each
+    way (x and grad_y in, y and grad_x out; x kept time-major);
+  - FFTW on the op's own layout (B x n x C, transforms along the strided
+    axis), for reference;
   - tmm forward and forward+backward (autograd: grad of x and weight).
-Ratios: fwd / pair (target <= 1.3), fwd+bwd / 2.5 pairs (target <= 1.5).
+Ratios: fwd / floor (target <= 1.15), fwd+bwd / floor (target <= 1.25).
 
 The smooth-L sweep (L from sweep_lo to sweep_hi in steps of sweep_step):
 tmm forward with the transform-size rule (TMM_CPU_FFT_SIZE unset: the cost
-model over sizes 4 * 2^a 3^b 5^c) and with powers of two only (pow2, the
-rule before mixed radix), side by side, and the largest ratio between
-neighbouring lengths (a power-of-two rule jumps ~2x past each power of two).
+model over sizes 4 * 2^a 3^b 5^c) and with powers of two only (pow2),
+side by side, and the largest ratio between neighbouring lengths (a
+power-of-two rule jumps ~2x past each power of two).
 
 Outputs: results.json (rewritten as it grows), table.md, plot.png.
 """
@@ -40,11 +48,12 @@ from tmm.tables import markdown_table
 from .report import LiveJson, pyplot, save_plot
 from .timing import time_calls
 
-__all__ = ["FloorConfig", "run", "fft_pair", "size_rule"]
+__all__ = ["FloorConfig", "run", "fft_pair", "fftw_size_candidates", "transposes", "size_rule"]
 
-FWD_TARGET = 1.3  # x one pair
-FWDBWD_TARGET = 1.5  # x 2.5 pairs
-PAIRS_FWDBWD = 2.5
+FWD_TARGET = 1.15  # x the forward's floor
+FWDBWD_TARGET = 1.25  # x the forward+backward's floor
+PAIRS_FWDBWD = 2.5  # FFT pairs of a forward+backward
+TRANSPOSES_FWDBWD = 2  # transposes each way of a forward+backward
 
 
 @dataclasses.dataclass
@@ -56,6 +65,7 @@ class FloorConfig:
     repeats: int = 5
     warmup: int = 1
     cell_budget: float = 20.0  # seconds per timed cell
+    strided: bool = True  # also FFTW on the op's own layout
     sweep: bool = True
     sweep_lo: int = 1000
     sweep_hi: int = 5000
@@ -65,6 +75,7 @@ class FloorConfig:
     sizes: List[int] = dataclasses.field(default_factory=list)  # forced sizes to time (calibration)
     floor_lib: str = "auto"  # auto (fftw if importable), fftw, scipy
     planner: str = "FFTW_MEASURE"
+    plan_limit_s: float = 20.0  # FFTW planning time per plan
     seed: int = 0
 
 
@@ -99,25 +110,52 @@ def floor_library(name: str) -> str:
     return "scipy"
 
 
-def fft_pair(lib: str, rows: int, n: int, threads: int, planner: str = "FFTW_MEASURE",
-             plan_limit_s: float = 20.0) -> Callable[[], Any]:
-    """A call doing one r2c + c2r pair of size n over `rows` contiguous
-    float32 columns (FFTW: planned with `planner`, at most plan_limit_s
-    seconds per plan)."""
+def _smooth(n: int, primes) -> bool:
+    for p in primes:
+        while n % p == 0:
+            n //= p
+    return n == 1
+
+
+def _next_smooth(n: int, primes, even: bool = False) -> int:
+    while not (_smooth(n, primes) and (n % 2 == 0 or not even)):
+        n += 1
+    return n
+
+
+def fftw_size_candidates(L: int) -> List[int]:
+    """2L where its prime factors are at most 7 (FFTW's fast codelets), else
+    the next 7-smooth size >= 2L - 1, the next even 5-smooth one and the next
+    power of two: the sizes FFTW's best is among."""
+    if _smooth(2 * L, (2, 3, 5, 7)):
+        return [2 * L]
+    need = max(2, 2 * L - 1)
+    return sorted({_next_smooth(need, (2, 3, 5, 7)), _next_smooth(need, (2, 3, 5), even=True),
+                   1 << (need - 1).bit_length()})
+
+
+def fft_pair(lib: str, B: int, C: int, n: int, threads: int, planner: str = "FFTW_MEASURE",
+             plan_limit_s: float = 20.0, strided: bool = False) -> Callable[[], Any]:
+    """A call doing one r2c + c2r pair of size n over B*C float32 columns:
+    contiguous in time ((B*C) x n), or with `strided` the op's own layout
+    (B x n x C, the transforms along the middle axis). FFTW plans with
+    `planner`, at most plan_limit_s seconds per plan."""
     import numpy as np
 
     rng = np.random.default_rng(0)
+    shape, axis = ((B, n, C), 1) if strided else ((B * C, n), 1)
+    spec_shape = (B, n // 2 + 1, C) if strided else (B * C, n // 2 + 1)
     if lib == "fftw":
         import pyfftw
 
-        a = pyfftw.empty_aligned((rows, n), dtype="float32")
-        spec = pyfftw.empty_aligned((rows, n // 2 + 1), dtype="complex64")
-        back = pyfftw.empty_aligned((rows, n), dtype="float32")
-        fwd = pyfftw.FFTW(a, spec, axes=(1,), direction="FFTW_FORWARD", flags=(planner,), threads=threads,
+        a = pyfftw.empty_aligned(shape, dtype="float32")
+        spec = pyfftw.empty_aligned(spec_shape, dtype="complex64")
+        back = pyfftw.empty_aligned(shape, dtype="float32")
+        fwd = pyfftw.FFTW(a, spec, axes=(axis,), direction="FFTW_FORWARD", flags=(planner,), threads=threads,
                           planning_timelimit=plan_limit_s)
-        inv = pyfftw.FFTW(spec, back, axes=(1,), direction="FFTW_BACKWARD", flags=(planner, "FFTW_DESTROY_INPUT"),
-                          threads=threads, planning_timelimit=plan_limit_s)
-        a[:] = rng.standard_normal((rows, n), dtype=np.float32)
+        inv = pyfftw.FFTW(spec, back, axes=(axis,), direction="FFTW_BACKWARD",
+                          flags=(planner, "FFTW_DESTROY_INPUT"), threads=threads, planning_timelimit=plan_limit_s)
+        a[:] = rng.standard_normal(shape, dtype=np.float32)
 
         def call():
             fwd()
@@ -125,15 +163,33 @@ def fft_pair(lib: str, rows: int, n: int, threads: int, planner: str = "FFTW_MEA
         return call
     import scipy.fft
 
-    a = rng.standard_normal((rows, n), dtype=np.float32)
+    a = rng.standard_normal(shape, dtype=np.float32)
 
     def call():
-        return scipy.fft.irfft(scipy.fft.rfft(a, axis=1, workers=threads), n=n, axis=1, workers=threads)
+        return scipy.fft.irfft(scipy.fft.rfft(a, axis=axis, workers=threads), n=n, axis=axis, workers=threads)
     return call
 
 
+def transposes(x: torch.Tensor, threads: int, out=None) -> Dict[str, Dict[str, Callable[[], Any]]]:
+    """Calls copying x (B x L x C) into a B x C x L buffer ("in") and that
+    buffer into a B x L x C one ("out"), two ways each: torch's strided copy
+    of the whole ("copy") and its blocked 2-D transpose per batch entry, the
+    entries spread over `threads` threads ("blocked"). `out`: the two
+    buffers (B x C x L, B x L x C), else new ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    xt, y = out if out is not None else (torch.empty(x.shape[0], x.shape[2], x.shape[1]), torch.empty_like(x))
+    pool = ThreadPoolExecutor(max(1, threads))
+
+    def blocked(dst, src):
+        list(pool.map(lambda b: dst[b].copy_(src[b].t()), range(x.shape[0])))
+
+    return {"in": {"copy": lambda: xt.copy_(x.transpose(1, 2)), "blocked": lambda: blocked(xt, x)},
+            "out": {"copy": lambda: y.copy_(xt.transpose(1, 2)), "blocked": lambda: blocked(y, xt)}}
+
+
 def _ms(t: Dict[str, Any]) -> Optional[float]:
-    return t.get("min_ms") if t.get("status") == "ok" else None
+    return t.get("min_ms") if t and t.get("status") == "ok" else None
 
 
 def _time(call, cfg: FloorConfig) -> Dict[str, Any]:
@@ -160,25 +216,51 @@ def _op_calls(B: int, L: int, C: int, seed: int):
     return x, fwd, fwdbwd
 
 
+def _best(timings: Dict[str, Dict[str, Any]]):
+    """(key, ms) of the fastest timing that ran, or (None, None)."""
+    ok = [(_ms(t), k) for k, t in timings.items() if _ms(t)]
+    return (min(ok)[1], min(ok)[0]) if ok else (None, None)
+
+
 def measure_length(cfg: FloorConfig, L: int, lib: str, threads: int) -> Dict[str, Any]:
     B, C = cfg.batch, cfg.channels
     rec: Dict[str, Any] = {"L": L, "B": B, "C": C}
     x, fwd, fwdbwd = _op_calls(B, L, C, cfg.seed)
     dst = torch.empty_like(x)
     mc = _time(lambda: dst.copy_(x), cfg)
+    del dst
     rec["memcpy"] = mc
+    nbytes = 2 * x.numel() * x.element_size()  # read + write
     if _ms(mc):
-        rec["memcpy_gbs"] = 2 * x.numel() * x.element_size() / (_ms(mc) * 1e-3) / 1e9  # read + write
+        rec["memcpy_gbs"] = nbytes / (_ms(mc) * 1e-3) / 1e9
+    calls = transposes(x, threads)
+    for way in ("in", "out"):
+        rec[f"transpose_{way}"] = {k: _time(c, cfg) for k, c in calls[way].items()}
+    del calls
+    t_in, t_out = (_best(rec[f"transpose_{w}"])[1] for w in ("in", "out"))
+    if t_in and t_out:
+        rec["transposes_ms"] = t_in + t_out
+        rec["transpose_gbs"] = 2 * nbytes / (rec["transposes_ms"] * 1e-3) / 1e9
+    rec["pairs"] = {}
     t0 = time.perf_counter()
-    pair = fft_pair(lib, B * C, 2 * L, threads, cfg.planner)
+    for n in fftw_size_candidates(L):
+        pair = fft_pair(lib, B, C, n, threads, cfg.planner, cfg.plan_limit_s)
+        rec["pairs"][str(n)] = _time(pair, cfg)
+        del pair
     rec["plan_s"] = time.perf_counter() - t0
-    rec["pair"] = _time(pair, cfg)
-    del pair
+    best_n, pair_ms = _best(rec["pairs"])
+    rec["n"], rec["pair_ms"] = (int(best_n) if best_n else None), pair_ms
+    if cfg.strided and best_n:
+        strided = fft_pair(lib, B, C, int(best_n), threads, cfg.planner, cfg.plan_limit_s, strided=True)
+        rec["strided_pair"] = _time(strided, cfg)
+        del strided
     rec["fwd"] = _time(fwd, cfg)
     rec["fwdbwd"] = _time(fwdbwd, cfg)
-    p, f, fb = _ms(rec["pair"]), _ms(rec["fwd"]), _ms(rec["fwdbwd"])
-    rec["fwd_vs_pair"] = f / p if p and f else None
-    rec["fwdbwd_vs_pairs"] = fb / (PAIRS_FWDBWD * p) if p and fb else None
+    f, fb, tr = _ms(rec["fwd"]), _ms(rec["fwdbwd"]), rec.get("transposes_ms")
+    rec["floor_fwd_ms"] = pair_ms + tr if pair_ms and tr else None
+    rec["floor_fwdbwd_ms"] = PAIRS_FWDBWD * pair_ms + TRANSPOSES_FWDBWD * tr if pair_ms and tr else None
+    rec["fwd_vs_floor"] = f / rec["floor_fwd_ms"] if f and rec["floor_fwd_ms"] else None
+    rec["fwdbwd_vs_floor"] = fb / rec["floor_fwdbwd_ms"] if fb and rec["floor_fwdbwd_ms"] else None
     return rec
 
 
@@ -254,16 +336,20 @@ def tables(res: Dict[str, Any]) -> str:
              f"B={res['config']['batch']} C={res['config']['channels']} float32 G=K=1, {env.get('threads')} threads; "
              f"floor: {res['floor_lib']}" + (f" {res['config']['planner']}" if res["floor_lib"] == "fftw" else "")
              + "; min of the timed calls", ""]
-    head = ["L", "pair ms", "memcpy ms", "memcpy GB/s", "fwd ms", "fwd/pair", "fwd+bwd ms", "fwd+bwd/2.5 pairs"]
+    head = ["L", "pair n", "pair ms", "transposes ms", "transpose GB/s", "memcpy GB/s", "strided pair ms",
+            "fwd ms", "fwd / floor", "fwd+bwd ms", "fwd+bwd / floor"]
     rows = []
     for r in res["lengths"]:
-        rows.append([r["L"], _f(_ms(r["pair"])), _f(_ms(r["memcpy"])), _f(r.get("memcpy_gbs"), "{:.1f}"),
-                     _f(_ms(r["fwd"])), _f(r["fwd_vs_pair"]), _f(_ms(r["fwdbwd"])), _f(r["fwdbwd_vs_pairs"])])
+        rows.append([r["L"], r.get("n") or "-", _f(r.get("pair_ms")), _f(r.get("transposes_ms")),
+                     _f(r.get("transpose_gbs"), "{:.1f}"), _f(r.get("memcpy_gbs"), "{:.1f}"),
+                     _f(_ms(r.get("strided_pair"))), _f(_ms(r["fwd"])), _f(r["fwd_vs_floor"]), _f(_ms(r["fwdbwd"])),
+                     _f(r["fwdbwd_vs_floor"])])
     lines.append(markdown_table(head, rows))
     v = res["verdicts"]
-    lines += ["", f"fwd <= {FWD_TARGET}x one pair: {'met' if v['fwd_met'] else 'missed'} (worst {_f(v['fwd_worst'])}x); "
-              f"fwd+bwd <= {FWDBWD_TARGET}x 2.5 pairs: {'met' if v['fwdbwd_met'] else 'missed'} "
-              f"(worst {_f(v['fwdbwd_worst'])}x)"]
+    lines += ["", f"floor: fwd = pair + transposes (one each way), fwd+bwd = {PAIRS_FWDBWD} pairs + "
+              f"{TRANSPOSES_FWDBWD} transposes each way. fwd <= {FWD_TARGET}x floor: "
+              f"{'met' if v['fwd_met'] else 'missed'} (worst {_f(v['fwd_worst'])}x); fwd+bwd <= {FWDBWD_TARGET}x "
+              f"floor: {'met' if v['fwdbwd_met'] else 'missed'} (worst {_f(v['fwdbwd_worst'])}x)"]
     if res.get("sizes"):
         fit = res["sizes"]["fit"]
         lines += ["", "Forced transform sizes (forward, L = n/2, sweep B and C): ms and the passes after the first", ""]
@@ -295,10 +381,13 @@ def plot(res: Dict[str, Any], path: Path) -> Optional[str]:
                              squeeze=False)
     ax = axes[0][0]
     Ls = [r["L"] for r in res["lengths"]]
-    for key, label, scale in (("pair", "floor: 1 pair", 1.0), ("pair", "2.5 pairs", PAIRS_FWDBWD),
-                              ("fwd", "tmm fwd", 1.0), ("fwdbwd", "tmm fwd+bwd", 1.0), ("memcpy", "memcpy x", 1.0)):
-        ys = [(_ms(r[key]) or float("nan")) * scale for r in res["lengths"]]
-        ax.plot(Ls, ys, marker="o", label=label, linestyle="--" if key in ("pair", "memcpy") else "-")
+    for label, value, dashed in (("floor fwd", lambda r: r.get("floor_fwd_ms"), True),
+                                 ("floor fwd+bwd", lambda r: r.get("floor_fwdbwd_ms"), True),
+                                 ("tmm fwd", lambda r: _ms(r["fwd"]), False),
+                                 ("tmm fwd+bwd", lambda r: _ms(r["fwdbwd"]), False),
+                                 ("FFTW pair, strided layout", lambda r: _ms(r.get("strided_pair")), True)):
+        ax.plot(Ls, [value(r) or float("nan") for r in res["lengths"]], marker="o", label=label,
+                linestyle="--" if dashed else "-")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("L")
@@ -327,7 +416,7 @@ def run(cfg: FloorConfig, out_dir: Path, progress: bool = True, do_plot: bool = 
     lib = floor_library(cfg.floor_lib)
     threads = torch.get_num_threads()
     live = LiveJson(out_dir / "results.json", {
-        "schema": "tmm.bench_floor/1", "config": dataclasses.asdict(cfg), "env": provenance.environment("cpu"),
+        "schema": "tmm.bench_floor/2", "config": dataclasses.asdict(cfg), "env": provenance.environment("cpu"),
         "git": provenance.git(repo), "floor_lib": lib, "tmm_capability": tmm.ops.cpu_capability()})
     t_start = time.perf_counter()
     with size_rule(None):
@@ -335,12 +424,12 @@ def run(cfg: FloorConfig, out_dir: Path, progress: bool = True, do_plot: bool = 
             rec = measure_length(cfg, L, lib, threads)
             live.add("lengths", rec)
             if progress:
-                print(f"floor L={L}: pair {_f(_ms(rec['pair']))} ms, fwd {_f(_ms(rec['fwd']))} ms "
-                      f"({_f(rec['fwd_vs_pair'])}x), fwd+bwd {_f(_ms(rec['fwdbwd']))} ms "
-                      f"({_f(rec['fwdbwd_vs_pairs'])}x 2.5 pairs)", flush=True)
+                print(f"floor L={L}: pair {_f(rec['pair_ms'])} ms (n={rec['n']}), transposes "
+                      f"{_f(rec.get('transposes_ms'))} ms, fwd {_f(_ms(rec['fwd']))} ms ({_f(rec['fwd_vs_floor'])}x "
+                      f"floor), fwd+bwd {_f(_ms(rec['fwdbwd']))} ms ({_f(rec['fwdbwd_vs_floor'])}x floor)", flush=True)
     recs = live.data.get("lengths", [])
-    fw = [r["fwd_vs_pair"] for r in recs if r["fwd_vs_pair"]]
-    fb = [r["fwdbwd_vs_pairs"] for r in recs if r["fwdbwd_vs_pairs"]]
+    fw = [r["fwd_vs_floor"] for r in recs if r["fwd_vs_floor"]]
+    fb = [r["fwdbwd_vs_floor"] for r in recs if r["fwdbwd_vs_floor"]]
     live.set("verdicts", {"fwd_worst": max(fw) if fw else None, "fwd_met": bool(fw) and max(fw) <= FWD_TARGET,
                           "fwdbwd_worst": max(fb) if fb else None,
                           "fwdbwd_met": bool(fb) and max(fb) <= FWDBWD_TARGET})

@@ -24,16 +24,20 @@ Outputs (in `--out`, default bench/results/ops-<timestamp>/, each written
 atomically): results.json (rewritten after every cell), table.md, plot.png.
 
 `--floor` is another benchmark (lab/bench/floor.py): per L, in one run, the
-FFT floor (an r2c + c2r pair of size 2L over all B*C columns through FFTW,
-pyfftw when importable, else scipy.fft), a memcpy of x, tmm fwd and fwd+bwd,
-and the ratios fwd / pair (target <= 1.3) and fwd+bwd / 2.5 pairs (target
-<= 1.5); then the smooth-L sweep (L = 1000..5000 step 100, forward, the
-transform-size rule against powers of two only). Defaults: L in {256, 512,
-1024, 1025, 2048, 2049, 4096, 4097, 8192, 16384, 32768, 65536}, B = 4,
-C = 512 (sweep C = 256), 2 threads. Flags: --lengths, --batch, --channels,
---threads, --repeats, --warmup, --cell-budget, --sweep LO,HI,STEP or
---no-sweep, --floor-lib auto|fftw|scipy, --planner, --tiny, --out,
---no-plot. Output folder default bench/results/floor-<timestamp>/.
+FFT pair (r2c + c2r over all B*C columns contiguous in time, FFTW at its best
+size >= 2L - 1 through pyfftw when it imports, else scipy.fft), the
+transposes B x L x C <-> B x C x L, the practical floor they make (fwd: a pair
+and a transpose each way; fwd+bwd: 2.5 pairs and two each way), FFTW on the
+op's own strided layout, tmm fwd and fwd+bwd, and the ratios to the floor
+(targets fwd <= 1.15, fwd+bwd <= 1.25); then the smooth-L sweep (L =
+1000..5000 step 100, forward, the transform-size rule against powers of two
+only). Defaults: L in {256, 512, 1024, 1025, 2048, 2049, 4096, 4097, 8192,
+16384, 32768, 65536}, B = 4, C = 512 (sweep C = 256), 2 threads. Flags:
+--lengths, --batch, --channels, --threads, --repeats, --warmup,
+--cell-budget, --sweep LO,HI,STEP or --no-sweep, --no-strided, --floor-lib
+auto|fftw|scipy, --planner, --plan-limit, --tiny, --out, --no-plot. Output
+folder default bench/results/floor-<timestamp>/. pyfftw: `pip install -r
+requirements-bench.txt`.
 """
 import os
 
@@ -152,15 +156,18 @@ def parse_floor_args(argv):
     p.add_argument("--sweep-batch", type=int, default=None)
     p.add_argument("--sweep-channels", type=int, default=None)
     p.add_argument("--no-sweep", action="store_true")
+    p.add_argument("--no-strided", action="store_true", help="skip FFTW on the op's own (strided) layout")
     p.add_argument("--sizes", default=None,
                    help="also time the forward at these forced transform sizes (calibration of the size model); "
                         "'default' for lab/bench/floor.py's list")
     p.add_argument("--floor-lib", default="auto", choices=["auto", "fftw", "scipy"])
     p.add_argument("--planner", default="FFTW_MEASURE", help="FFTW planner flag (FFTW_ESTIMATE, FFTW_MEASURE, ...)")
+    p.add_argument("--plan-limit", type=float, default=20.0, help="seconds FFTW may plan one transform")
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    cfg = floor.FloorConfig(floor_lib=args.floor_lib, planner=args.planner, sweep=not args.no_sweep)
+    cfg = floor.FloorConfig(floor_lib=args.floor_lib, planner=args.planner, plan_limit_s=args.plan_limit,
+                            sweep=not args.no_sweep, strided=not args.no_strided)
     if args.tiny:
         cfg = dataclasses.replace(cfg, lengths=[16, 33], batch=1, channels=32, repeats=1, warmup=1, cell_budget=5.0,
                                   sweep_lo=20, sweep_hi=40, sweep_step=10, sweep_batch=1, sweep_channels=32,

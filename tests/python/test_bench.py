@@ -157,7 +157,9 @@ def test_ops_bench_max_len_and_dense_guard(tmp_path):
 def test_floor_bench_tiny(tmp_path, capsys):
     """scripts/bench_ops.py --floor --tiny: the floor benchmark's whole code
     path in seconds (the FFT pair through pyfftw when installed, else
-    scipy.fft), with two forced transform sizes."""
+    scipy.fft; at L = 33, 2L = 66 = 2 * 3 * 11 takes the size candidates),
+    with two forced transform sizes."""
+    from lab.bench import floor
     from lab.cli import bench_ops
 
     threads = torch.get_num_threads()
@@ -166,17 +168,41 @@ def test_floor_bench_tiny(tmp_path, capsys):
     finally:
         torch.set_num_threads(threads)
     res = json.loads((tmp_path / "results.json").read_text())
-    assert res["schema"] == "tmm.bench_floor/1" and res["complete"] and res["floor_lib"] in ("fftw", "scipy")
+    assert res["schema"] == "tmm.bench_floor/2" and res["complete"] and res["floor_lib"] in ("fftw", "scipy")
     assert [r["L"] for r in res["lengths"]] == [16, 33]
+    assert floor.fftw_size_candidates(16) == [32] and floor.fftw_size_candidates(33) == [70, 72, 128]
     for r in res["lengths"]:
-        assert all(r[k]["status"] == "ok" for k in ("pair", "memcpy", "fwd", "fwdbwd"))
-        assert r["fwd_vs_pair"] > 0 and r["fwdbwd_vs_pairs"] > 0
+        assert all(r[k]["status"] == "ok" for k in ("memcpy", "strided_pair", "fwd", "fwdbwd"))
+        assert sorted(r["pairs"]) == sorted(str(n) for n in floor.fftw_size_candidates(r["L"]))
+        assert r["n"] in floor.fftw_size_candidates(r["L"]) and r["n"] >= 2 * r["L"] - 1
+        for way in ("in", "out"):
+            assert all(t["status"] == "ok" for t in r[f"transpose_{way}"].values())
+        assert r["floor_fwd_ms"] == pytest.approx(r["pair_ms"] + r["transposes_ms"])
+        assert r["floor_fwdbwd_ms"] == pytest.approx(2.5 * r["pair_ms"] + 2 * r["transposes_ms"])
+        assert r["fwd_vs_floor"] > 0 and r["fwdbwd_vs_floor"] > 0
     assert [r["L"] for r in res["sweep"]] == [20, 30, 40] and res["sweep_jump_auto"] > 0
     assert [r["n"] for r in res["sizes"]["rows"]] == [12, 40]
     table = (tmp_path / "table.md").read_text()
-    assert "fwd/pair" in table and "Smooth-L sweep" in table and "pow2/auto" in table
+    assert "fwd / floor" in table and "strided pair ms" in table and "Smooth-L sweep" in table
     assert (tmp_path / "plot.png").stat().st_size > 1000
-    assert "fwd+bwd/2.5 pairs" in capsys.readouterr().out
+    assert "x floor), fwd+bwd" in capsys.readouterr().out
+
+
+def test_floor_transposes_are_transposes():
+    """The floor's transposes move x to B x C x L and back exactly, both ways
+    of copying."""
+    from lab.bench import floor
+
+    x = torch.randn(3, 50, 24)
+    xt = torch.empty(3, 24, 50)
+    y = torch.empty_like(x)
+    calls = floor.transposes(x, threads=2, out=(xt, y))
+    for way in ("copy", "blocked"):
+        xt.zero_()
+        y.zero_()
+        calls["in"][way]()
+        calls["out"][way]()
+        assert torch.equal(xt, x.transpose(1, 2)) and torch.equal(y, x)
 
 
 def test_bench_revisions_smoke(tmp_path):
