@@ -13,14 +13,14 @@ namespace {
 // Radix-2 pass with unit twiddle on blocks of size 2 (the last DIF pass or
 // the first DIT pass of a size with odd log2); its own inverse up to scale.
 template <class R>
-void radix2_unit(R* re, R* im, int64_t lanes, int64_t blocks) {
+void radix2_unit(R* re, R* im, int64_t blocks) {
   for (int64_t b = 0; b < blocks; ++b) {
-    R* __restrict r0 = re + 2 * b * lanes;
-    R* __restrict i0 = im + 2 * b * lanes;
-    R* __restrict r1 = r0 + lanes;
-    R* __restrict i1 = i0 + lanes;
+    R* __restrict r0 = re + 2 * b * kLanes;
+    R* __restrict i0 = im + 2 * b * kLanes;
+    R* __restrict r1 = r0 + kLanes;
+    R* __restrict i1 = i0 + kLanes;
     #pragma GCC ivdep
-    for (int64_t l = 0; l < lanes; ++l) {
+    for (int64_t l = 0; l < kLanes; ++l) {
       const R ar = r0[l], ai = i0[l], br = r1[l], bi = i1[l];
       r0[l] = ar + br; i0[l] = ai + bi;
       r1[l] = ar - br; i1[l] = ai - bi;
@@ -85,24 +85,24 @@ LaneFft<R>::LaneFft(int64_t n)
 // radix-4 passes and a final radix-2 pass leave the spectrum in bit-reversed
 // order (row_of() holds the order for any size).
 template <class R>
-void LaneFft<R>::dif4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const {
+void LaneFft<R>::dif4(R* re, R* im, int64_t m, int64_t blocks) const {
   const int64_t q = m / 4, step = n_ / m;
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t j = 0; j < q; ++j) {
       const int64_t row = b * m + j;
-      R* __restrict r0 = re + row * lanes;
-      R* __restrict i0 = im + row * lanes;
-      R* __restrict r1 = r0 + q * lanes;
-      R* __restrict i1 = i0 + q * lanes;
-      R* __restrict r2 = r1 + q * lanes;
-      R* __restrict i2 = i1 + q * lanes;
-      R* __restrict r3 = r2 + q * lanes;
-      R* __restrict i3 = i2 + q * lanes;
+      R* __restrict r0 = re + row * kLanes;
+      R* __restrict i0 = im + row * kLanes;
+      R* __restrict r1 = r0 + q * kLanes;
+      R* __restrict i1 = i0 + q * kLanes;
+      R* __restrict r2 = r1 + q * kLanes;
+      R* __restrict i2 = i1 + q * kLanes;
+      R* __restrict r3 = r2 + q * kLanes;
+      R* __restrict i3 = i2 + q * kLanes;
       const R w1r = wr_[j * step], w1i = wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = wi_[2 * j * step];
       const R w3r = wr_[3 * j * step], w3i = wi_[3 * j * step];
       #pragma GCC ivdep
-      for (int64_t l = 0; l < lanes; ++l) {
+      for (int64_t l = 0; l < kLanes; ++l) {
         const R t0r = r0[l] + r2[l], t0i = i0[l] + i2[l];
         const R t1r = r0[l] - r2[l], t1i = i0[l] - i2[l];
         const R t2r = r1[l] + r3[l], t2i = i1[l] + i3[l];
@@ -122,24 +122,24 @@ void LaneFft<R>::dif4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
 
 // The transpose of dif4 with conjugate twiddles.
 template <class R>
-void LaneFft<R>::dit4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const {
+void LaneFft<R>::dit4(R* re, R* im, int64_t m, int64_t blocks) const {
   const int64_t q = m / 4, step = n_ / m;
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t j = 0; j < q; ++j) {
       const int64_t row = b * m + j;
-      R* __restrict r0 = re + row * lanes;
-      R* __restrict i0 = im + row * lanes;
-      R* __restrict r1 = r0 + q * lanes;
-      R* __restrict i1 = i0 + q * lanes;
-      R* __restrict r2 = r1 + q * lanes;
-      R* __restrict i2 = i1 + q * lanes;
-      R* __restrict r3 = r2 + q * lanes;
-      R* __restrict i3 = i2 + q * lanes;
+      R* __restrict r0 = re + row * kLanes;
+      R* __restrict i0 = im + row * kLanes;
+      R* __restrict r1 = r0 + q * kLanes;
+      R* __restrict i1 = i0 + q * kLanes;
+      R* __restrict r2 = r1 + q * kLanes;
+      R* __restrict i2 = i1 + q * kLanes;
+      R* __restrict r3 = r2 + q * kLanes;
+      R* __restrict i3 = i2 + q * kLanes;
       const R w1r = wr_[j * step], w1i = -wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = -wi_[2 * j * step];
       const R w3r = wr_[3 * j * step], w3i = -wi_[3 * j * step];
       #pragma GCC ivdep
-      for (int64_t l = 0; l < lanes; ++l) {
+      for (int64_t l = 0; l < kLanes; ++l) {
         const R a0r = r0[l], a0i = i0[l];
         const R a2r = r1[l] * w2r - i1[l] * w2i, a2i = r1[l] * w2i + i1[l] * w2r;
         const R a1r = r2[l] * w1r - i2[l] * w1i, a1i = r2[l] * w1i + i2[l] * w1r;
@@ -160,22 +160,22 @@ void LaneFft<R>::dit4(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
 // Radix-3 DIF pass: y_d[j] = w_m^{jd} sum_q x[j + q m/3] exp(-2 pi i qd/3),
 // residue d to third d.
 template <class R>
-void LaneFft<R>::dif3(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const {
+void LaneFft<R>::dif3(R* re, R* im, int64_t m, int64_t blocks) const {
   const int64_t q = m / 3, step = n_ / m;
   const R c = R(0.866025403784438646763723170752936183L);  // sin(2 pi/3)
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t j = 0; j < q; ++j) {
       const int64_t row = b * m + j;
-      R* __restrict r0 = re + row * lanes;
-      R* __restrict i0 = im + row * lanes;
-      R* __restrict r1 = r0 + q * lanes;
-      R* __restrict i1 = i0 + q * lanes;
-      R* __restrict r2 = r1 + q * lanes;
-      R* __restrict i2 = i1 + q * lanes;
+      R* __restrict r0 = re + row * kLanes;
+      R* __restrict i0 = im + row * kLanes;
+      R* __restrict r1 = r0 + q * kLanes;
+      R* __restrict i1 = i0 + q * kLanes;
+      R* __restrict r2 = r1 + q * kLanes;
+      R* __restrict i2 = i1 + q * kLanes;
       const R w1r = wr_[j * step], w1i = wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = wi_[2 * j * step];
       #pragma GCC ivdep
-      for (int64_t l = 0; l < lanes; ++l) {
+      for (int64_t l = 0; l < kLanes; ++l) {
         const R x0r = r0[l], x0i = i0[l];
         const R ar = r1[l] + r2[l], ai = i1[l] + i2[l];
         const R br = c * (r1[l] - r2[l]), bi = c * (i1[l] - i2[l]);
@@ -192,22 +192,22 @@ void LaneFft<R>::dif3(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
 
 // The transpose of dif3 with conjugate twiddles.
 template <class R>
-void LaneFft<R>::dit3(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const {
+void LaneFft<R>::dit3(R* re, R* im, int64_t m, int64_t blocks) const {
   const int64_t q = m / 3, step = n_ / m;
   const R c = R(0.866025403784438646763723170752936183L);
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t j = 0; j < q; ++j) {
       const int64_t row = b * m + j;
-      R* __restrict r0 = re + row * lanes;
-      R* __restrict i0 = im + row * lanes;
-      R* __restrict r1 = r0 + q * lanes;
-      R* __restrict i1 = i0 + q * lanes;
-      R* __restrict r2 = r1 + q * lanes;
-      R* __restrict i2 = i1 + q * lanes;
+      R* __restrict r0 = re + row * kLanes;
+      R* __restrict i0 = im + row * kLanes;
+      R* __restrict r1 = r0 + q * kLanes;
+      R* __restrict i1 = i0 + q * kLanes;
+      R* __restrict r2 = r1 + q * kLanes;
+      R* __restrict i2 = i1 + q * kLanes;
       const R w1r = wr_[j * step], w1i = -wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = -wi_[2 * j * step];
       #pragma GCC ivdep
-      for (int64_t l = 0; l < lanes; ++l) {
+      for (int64_t l = 0; l < kLanes; ++l) {
         const R a0r = r0[l], a0i = i0[l];
         const R a1r = r1[l] * w1r - i1[l] * w1i, a1i = r1[l] * w1i + i1[l] * w1r;
         const R a2r = r2[l] * w2r - i2[l] * w2i, a2i = r2[l] * w2i + i2[l] * w2r;
@@ -224,7 +224,7 @@ void LaneFft<R>::dit3(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
 
 // Radix-5 DIF pass, residue d to fifth d.
 template <class R>
-void LaneFft<R>::dif5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const {
+void LaneFft<R>::dif5(R* re, R* im, int64_t m, int64_t blocks) const {
   const int64_t q = m / 5, step = n_ / m;
   const R c1 = R(0.309016994374947424102293417182819059L);   // cos(2 pi/5)
   const R c2 = R(-0.809016994374947424102293417182819059L);  // cos(4 pi/5)
@@ -233,22 +233,22 @@ void LaneFft<R>::dif5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t j = 0; j < q; ++j) {
       const int64_t row = b * m + j;
-      R* __restrict r0 = re + row * lanes;
-      R* __restrict i0 = im + row * lanes;
-      R* __restrict r1 = r0 + q * lanes;
-      R* __restrict i1 = i0 + q * lanes;
-      R* __restrict r2 = r1 + q * lanes;
-      R* __restrict i2 = i1 + q * lanes;
-      R* __restrict r3 = r2 + q * lanes;
-      R* __restrict i3 = i2 + q * lanes;
-      R* __restrict r4 = r3 + q * lanes;
-      R* __restrict i4 = i3 + q * lanes;
+      R* __restrict r0 = re + row * kLanes;
+      R* __restrict i0 = im + row * kLanes;
+      R* __restrict r1 = r0 + q * kLanes;
+      R* __restrict i1 = i0 + q * kLanes;
+      R* __restrict r2 = r1 + q * kLanes;
+      R* __restrict i2 = i1 + q * kLanes;
+      R* __restrict r3 = r2 + q * kLanes;
+      R* __restrict i3 = i2 + q * kLanes;
+      R* __restrict r4 = r3 + q * kLanes;
+      R* __restrict i4 = i3 + q * kLanes;
       const R w1r = wr_[j * step], w1i = wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = wi_[2 * j * step];
       const R w3r = wr_[3 * j * step], w3i = wi_[3 * j * step];
       const R w4r = wr_[4 * j * step], w4i = wi_[4 * j * step];
       #pragma GCC ivdep
-      for (int64_t l = 0; l < lanes; ++l) {
+      for (int64_t l = 0; l < kLanes; ++l) {
         const R x0r = r0[l], x0i = i0[l];
         const R a1r = r1[l] + r4[l], a1i = i1[l] + i4[l];
         const R b1r = r1[l] - r4[l], b1i = i1[l] - i4[l];
@@ -274,7 +274,7 @@ void LaneFft<R>::dif5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
 
 // The transpose of dif5 with conjugate twiddles.
 template <class R>
-void LaneFft<R>::dit5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) const {
+void LaneFft<R>::dit5(R* re, R* im, int64_t m, int64_t blocks) const {
   const int64_t q = m / 5, step = n_ / m;
   const R c1 = R(0.309016994374947424102293417182819059L);
   const R c2 = R(-0.809016994374947424102293417182819059L);
@@ -283,22 +283,22 @@ void LaneFft<R>::dit5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t j = 0; j < q; ++j) {
       const int64_t row = b * m + j;
-      R* __restrict r0 = re + row * lanes;
-      R* __restrict i0 = im + row * lanes;
-      R* __restrict r1 = r0 + q * lanes;
-      R* __restrict i1 = i0 + q * lanes;
-      R* __restrict r2 = r1 + q * lanes;
-      R* __restrict i2 = i1 + q * lanes;
-      R* __restrict r3 = r2 + q * lanes;
-      R* __restrict i3 = i2 + q * lanes;
-      R* __restrict r4 = r3 + q * lanes;
-      R* __restrict i4 = i3 + q * lanes;
+      R* __restrict r0 = re + row * kLanes;
+      R* __restrict i0 = im + row * kLanes;
+      R* __restrict r1 = r0 + q * kLanes;
+      R* __restrict i1 = i0 + q * kLanes;
+      R* __restrict r2 = r1 + q * kLanes;
+      R* __restrict i2 = i1 + q * kLanes;
+      R* __restrict r3 = r2 + q * kLanes;
+      R* __restrict i3 = i2 + q * kLanes;
+      R* __restrict r4 = r3 + q * kLanes;
+      R* __restrict i4 = i3 + q * kLanes;
       const R w1r = wr_[j * step], w1i = -wi_[j * step];
       const R w2r = wr_[2 * j * step], w2i = -wi_[2 * j * step];
       const R w3r = wr_[3 * j * step], w3i = -wi_[3 * j * step];
       const R w4r = wr_[4 * j * step], w4i = -wi_[4 * j * step];
       #pragma GCC ivdep
-      for (int64_t l = 0; l < lanes; ++l) {
+      for (int64_t l = 0; l < kLanes; ++l) {
         const R x0r = r0[l], x0i = i0[l];
         const R x1r = r1[l] * w1r - i1[l] * w1i, x1i = r1[l] * w1i + i1[l] * w1r;
         const R x2r = r2[l] * w2r - i2[l] * w2i, x2i = r2[l] * w2i + i2[l] * w2r;
@@ -324,22 +324,22 @@ void LaneFft<R>::dit5(R* re, R* im, int64_t lanes, int64_t m, int64_t blocks) co
 
 // dif4 over the whole transform when rows [n/2, n) are zero: x2 = x3 = 0.
 template <class R>
-void LaneFft<R>::dif4_upper_zero(R* re, R* im, int64_t lanes) const {
+void LaneFft<R>::dif4_upper_zero(R* re, R* im) const {
   const int64_t q = n_ / 4;
   for (int64_t j = 0; j < q; ++j) {
-    R* __restrict r0 = re + j * lanes;
-    R* __restrict i0 = im + j * lanes;
-    R* __restrict r1 = r0 + q * lanes;
-    R* __restrict i1 = i0 + q * lanes;
-    R* __restrict r2 = r1 + q * lanes;
-    R* __restrict i2 = i1 + q * lanes;
-    R* __restrict r3 = r2 + q * lanes;
-    R* __restrict i3 = i2 + q * lanes;
+    R* __restrict r0 = re + j * kLanes;
+    R* __restrict i0 = im + j * kLanes;
+    R* __restrict r1 = r0 + q * kLanes;
+    R* __restrict i1 = i0 + q * kLanes;
+    R* __restrict r2 = r1 + q * kLanes;
+    R* __restrict i2 = i1 + q * kLanes;
+    R* __restrict r3 = r2 + q * kLanes;
+    R* __restrict i3 = i2 + q * kLanes;
     const R w1r = wr_[j], w1i = wi_[j];
     const R w2r = wr_[2 * j], w2i = wi_[2 * j];
     const R w3r = wr_[3 * j], w3i = wi_[3 * j];
     #pragma GCC ivdep
-    for (int64_t l = 0; l < lanes; ++l) {
+    for (int64_t l = 0; l < kLanes; ++l) {
       const R x0r = r0[l], x0i = i0[l], x1r = r1[l], x1i = i1[l];
       const R y2r = x0r - x1r, y2i = x0i - x1i;
       const R y1r = x0r + x1i, y1i = x0i - x1r;
@@ -354,22 +354,22 @@ void LaneFft<R>::dif4_upper_zero(R* re, R* im, int64_t lanes) const {
 
 // dit4 over the whole transform producing only rows [0, n/2).
 template <class R>
-void LaneFft<R>::dit4_lower_only(R* re, R* im, int64_t lanes) const {
+void LaneFft<R>::dit4_lower_only(R* re, R* im) const {
   const int64_t q = n_ / 4;
   for (int64_t j = 0; j < q; ++j) {
-    R* __restrict r0 = re + j * lanes;
-    R* __restrict i0 = im + j * lanes;
-    R* __restrict r1 = r0 + q * lanes;
-    R* __restrict i1 = i0 + q * lanes;
-    const R* __restrict r2 = r1 + q * lanes;
-    const R* __restrict i2 = i1 + q * lanes;
-    const R* __restrict r3 = r2 + q * lanes;
-    const R* __restrict i3 = i2 + q * lanes;
+    R* __restrict r0 = re + j * kLanes;
+    R* __restrict i0 = im + j * kLanes;
+    R* __restrict r1 = r0 + q * kLanes;
+    R* __restrict i1 = i0 + q * kLanes;
+    const R* __restrict r2 = r1 + q * kLanes;
+    const R* __restrict i2 = i1 + q * kLanes;
+    const R* __restrict r3 = r2 + q * kLanes;
+    const R* __restrict i3 = i2 + q * kLanes;
     const R w1r = wr_[j], w1i = -wi_[j];
     const R w2r = wr_[2 * j], w2i = -wi_[2 * j];
     const R w3r = wr_[3 * j], w3i = -wi_[3 * j];
     #pragma GCC ivdep
-    for (int64_t l = 0; l < lanes; ++l) {
+    for (int64_t l = 0; l < kLanes; ++l) {
       const R a0r = r0[l], a0i = i0[l];
       const R a2r = r1[l] * w2r - i1[l] * w2i, a2i = r1[l] * w2i + i1[l] * w2r;
       const R a1r = r2[l] * w1r - i2[l] * w1i, a1i = r2[l] * w1i + i2[l] * w1r;
@@ -381,22 +381,22 @@ void LaneFft<R>::dit4_lower_only(R* re, R* im, int64_t lanes) const {
 }
 
 template <class R>
-void LaneFft<R>::dif_pass(int s, R* re, R* im, int64_t lanes, int64_t blocks) const {
+void LaneFft<R>::dif_pass(int s, R* re, R* im, int64_t blocks) const {
   switch (radix_[s]) {
-    case 4: return dif4(re, im, lanes, block_[s], blocks);
-    case 5: return dif5(re, im, lanes, block_[s], blocks);
-    case 3: return dif3(re, im, lanes, block_[s], blocks);
-    default: return radix2_unit(re, im, lanes, blocks);  // the last pass, blocks of 2
+    case 4: return dif4(re, im, block_[s], blocks);
+    case 5: return dif5(re, im, block_[s], blocks);
+    case 3: return dif3(re, im, block_[s], blocks);
+    default: return radix2_unit(re, im, blocks);  // the last pass, blocks of 2
   }
 }
 
 template <class R>
-void LaneFft<R>::dit_pass(int s, R* re, R* im, int64_t lanes, int64_t blocks) const {
+void LaneFft<R>::dit_pass(int s, R* re, R* im, int64_t blocks) const {
   switch (radix_[s]) {
-    case 4: return dit4(re, im, lanes, block_[s], blocks);
-    case 5: return dit5(re, im, lanes, block_[s], blocks);
-    case 3: return dit3(re, im, lanes, block_[s], blocks);
-    default: return radix2_unit(re, im, lanes, blocks);
+    case 4: return dit4(re, im, block_[s], blocks);
+    case 5: return dit5(re, im, block_[s], blocks);
+    case 3: return dit3(re, im, block_[s], blocks);
+    default: return radix2_unit(re, im, blocks);
   }
 }
 
@@ -404,90 +404,90 @@ void LaneFft<R>::dit_pass(int s, R* re, R* im, int64_t lanes, int64_t blocks) co
 // pass, then each sub-block) while the block is larger than the cache and
 // more than one pass is left, breadth first below.
 template <class R>
-void LaneFft<R>::forward_block(R* re, R* im, int64_t lanes, int stage) const {
+void LaneFft<R>::forward_block(R* re, R* im, int stage) const {
   const int passes = int(radix_.size());
   if (stage >= passes) return;
   const int64_t m = block_[stage];
-  if (stage + 1 < passes && m * lanes * 2 * int64_t(sizeof(R)) > block_bytes_) {
-    dif_pass(stage, re, im, lanes, 1);
+  if (stage + 1 < passes && m * kLanes * 2 * int64_t(sizeof(R)) > block_bytes_) {
+    dif_pass(stage, re, im, 1);
     const int64_t sub = m / radix_[stage];
     for (int64_t part = 0; part < radix_[stage]; ++part)
-      forward_block(re + part * sub * lanes, im + part * sub * lanes, lanes, stage + 1);
+      forward_block(re + part * sub * kLanes, im + part * sub * kLanes, stage + 1);
     return;
   }
-  for (int s = stage; s < passes; ++s) dif_pass(s, re, im, lanes, m / block_[s]);
+  for (int s = stage; s < passes; ++s) dif_pass(s, re, im, m / block_[s]);
 }
 
 template <class R>
-void LaneFft<R>::inverse_block(R* re, R* im, int64_t lanes, int stage) const {
+void LaneFft<R>::inverse_block(R* re, R* im, int stage) const {
   const int passes = int(radix_.size());
   if (stage >= passes) return;
   const int64_t m = block_[stage];
-  if (stage + 1 < passes && m * lanes * 2 * int64_t(sizeof(R)) > block_bytes_) {
+  if (stage + 1 < passes && m * kLanes * 2 * int64_t(sizeof(R)) > block_bytes_) {
     const int64_t sub = m / radix_[stage];
     for (int64_t part = 0; part < radix_[stage]; ++part)
-      inverse_block(re + part * sub * lanes, im + part * sub * lanes, lanes, stage + 1);
-    dit_pass(stage, re, im, lanes, 1);
+      inverse_block(re + part * sub * kLanes, im + part * sub * kLanes, stage + 1);
+    dit_pass(stage, re, im, 1);
     return;
   }
-  for (int s = passes - 1; s >= stage; --s) dit_pass(s, re, im, lanes, m / block_[s]);
+  for (int s = passes - 1; s >= stage; --s) dit_pass(s, re, im, m / block_[s]);
 }
 
 template <class R>
-void LaneFft<R>::forward(R* re, R* im, int64_t lanes) const {
-  forward_block(re, im, lanes, 0);
+void LaneFft<R>::forward(R* re, R* im) const {
+  forward_block(re, im, 0);
 }
 
 template <class R>
-void LaneFft<R>::inverse(R* re, R* im, int64_t lanes) const {
-  inverse_block(re, im, lanes, 0);
+void LaneFft<R>::inverse(R* re, R* im) const {
+  inverse_block(re, im, 0);
 }
 
 template <class R>
-void LaneFft<R>::forward_padded(R* re, R* im, int64_t lanes) const {
+void LaneFft<R>::forward_padded(R* re, R* im) const {
   if (n_ % 4) throw std::invalid_argument("LaneFft::forward_padded: 4 must divide the size");
-  dif4_upper_zero(re, im, lanes);
+  dif4_upper_zero(re, im);
   for (int64_t part = 0; part < 4; ++part)
-    forward_block(re + part * (n_ / 4) * lanes, im + part * (n_ / 4) * lanes, lanes, 1);
+    forward_block(re + part * (n_ / 4) * kLanes, im + part * (n_ / 4) * kLanes, 1);
 }
 
 template <class R>
-void LaneFft<R>::inverse_truncated(R* re, R* im, int64_t lanes) const {
+void LaneFft<R>::inverse_truncated(R* re, R* im) const {
   if (n_ % 4) throw std::invalid_argument("LaneFft::inverse_truncated: 4 must divide the size");
   for (int64_t part = 0; part < 4; ++part)
-    inverse_block(re + part * (n_ / 4) * lanes, im + part * (n_ / 4) * lanes, lanes, 1);
-  dit4_lower_only(re, im, lanes);
+    inverse_block(re + part * (n_ / 4) * kLanes, im + part * (n_ / 4) * kLanes, 1);
+  dit4_lower_only(re, im);
 }
 
 // Passes [stage, end) forward, the product, the same passes back, on one
 // block of rows starting at row0; depth first like forward_block.
 template <class R>
-void LaneFft<R>::convolve_block(R* re, R* im, int64_t lanes, int stage, int64_t row0, RowProduct product,
+void LaneFft<R>::convolve_block(R* re, R* im, int stage, int64_t row0, RowProduct product,
                                 void* ctx) const {
   const int passes = int(radix_.size());
   const int64_t m = stage < passes ? block_[stage] : 1;
-  if (stage + 1 < passes && m * lanes * 2 * int64_t(sizeof(R)) > block_bytes_) {
-    dif_pass(stage, re, im, lanes, 1);
+  if (stage + 1 < passes && m * kLanes * 2 * int64_t(sizeof(R)) > block_bytes_) {
+    dif_pass(stage, re, im, 1);
     const int64_t sub = m / radix_[stage];
     for (int64_t part = 0; part < radix_[stage]; ++part)
-      convolve_block(re + part * sub * lanes, im + part * sub * lanes, lanes, stage + 1, row0 + part * sub, product,
+      convolve_block(re + part * sub * kLanes, im + part * sub * kLanes, stage + 1, row0 + part * sub, product,
                      ctx);
-    dit_pass(stage, re, im, lanes, 1);
+    dit_pass(stage, re, im, 1);
     return;
   }
-  for (int s = stage; s < passes; ++s) dif_pass(s, re, im, lanes, m / block_[s]);
+  for (int s = stage; s < passes; ++s) dif_pass(s, re, im, m / block_[s]);
   product(ctx, row0, row0 + m);
-  for (int s = passes - 1; s >= stage; --s) dit_pass(s, re, im, lanes, m / block_[s]);
+  for (int s = passes - 1; s >= stage; --s) dit_pass(s, re, im, m / block_[s]);
 }
 
 template <class R>
-void LaneFft<R>::convolve_padded(R* re, R* im, int64_t lanes, RowProduct product, void* ctx) const {
+void LaneFft<R>::convolve_padded(R* re, R* im, RowProduct product, void* ctx) const {
   if (n_ % 4) throw std::invalid_argument("LaneFft::convolve_padded: 4 must divide the size");
-  dif4_upper_zero(re, im, lanes);
+  dif4_upper_zero(re, im);
   const int64_t q = n_ / 4;
   for (int64_t part = 0; part < 4; ++part)
-    convolve_block(re + part * q * lanes, im + part * q * lanes, lanes, 1, part * q, product, ctx);
-  dit4_lower_only(re, im, lanes);
+    convolve_block(re + part * q * kLanes, im + part * q * kLanes, 1, part * q, product, ctx);
+  dit4_lower_only(re, im);
 }
 
 template class LaneFft<float>;

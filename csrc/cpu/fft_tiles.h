@@ -35,8 +35,7 @@
 
 namespace tmm::cpu::TMM_CPU_CAPABILITY {
 
-constexpr int64_t kLanes = 16;           // complex lanes per tile
-constexpr int64_t kCols = 2 * kLanes;    // channels per tile
+constexpr int64_t kCols = 2 * kLanes;  // channels per tile (kLanes: fft.h)
 static_assert(kCols > 2 * (kMaxTileTaps - 1), "tiles must keep most columns for outputs");
 
 // Circular size for a causal convolution of length L: n >= 2L - 1 and even,
@@ -55,7 +54,7 @@ void for_each_pair(const LaneFft<R>& fft, F&& f) {
 // over row ranges.
 template <class R, class Buffer, class F>
 void convolve_padded(const LaneFft<R>& fft, Buffer& buf, F& product) {
-  fft.convolve_padded(buf.re.data(), buf.im.data(), kLanes,
+  fft.convolve_padded(buf.re.data(), buf.im.data(),
                       [](void* f, int64_t lo, int64_t hi) { (*static_cast<F*>(f))(lo, hi); }, &product);
 }
 
@@ -161,7 +160,7 @@ WeightSpectra<R> weight_spectra(const T* w, const int64_t* ws, const ToeplitzSha
         R* dst = m < kLanes ? buf.re.data() + m : buf.im.data() + m - kLanes;
         for (int64_t t = 0; t < s.L; ++t) dst[t * kLanes] = R(kernels::to_float(row[t * ws[2]]));
       }
-      fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
+      fft.forward_padded(buf.re.data(), buf.im.data());
       for_each_pair(fft, [&](int64_t k, int64_t p, int64_t q) {
         buf.separate(p, q, xr, xi);
         for (int64_t m = 0; m < cols; ++m) {

@@ -120,10 +120,10 @@ void uniform_batch_entry(const Backward<T, R>& c, int64_t b, TileWork<R>& w) {
                   [](int64_t, int64_t) { return R(0); });
     return;
   }
-  c.fft.forward_padded(w.gb.re.data(), w.gb.im.data(), kLanes);
+  c.fft.forward_padded(w.gb.re.data(), w.gb.im.data());
   w.xb.load(c.p.x, c.p.x_stride, b, c.s, w.c0);
   if (!c.want_gx) {
-    c.fft.forward_padded(w.xb.re.data(), w.xb.im.data(), kLanes);
+    c.fft.forward_padded(w.xb.re.data(), w.xb.im.data());
     grad_weight_rows(0, n);
     return;
   }
@@ -178,14 +178,14 @@ void backward_batch_entry(const Backward<T, R>& c, int64_t b, TileWork<R>& w) {
   const ToeplitzShape& s = c.s;
   w.gb.load(c.p.grad_y, c.p.gy_stride, b, s, w.c0);
   if (w.uniform) return uniform_batch_entry(c, b, w);
-  c.fft.forward_padded(w.gb.re.data(), w.gb.im.data(), kLanes);
+  c.fft.forward_padded(w.gb.re.data(), w.gb.im.data());
   if (c.want_gw) {
     w.xb.load(c.p.x, c.p.x_stride, b, s, w.c0);
-    c.fft.forward_padded(w.xb.re.data(), w.xb.im.data(), kLanes);
+    c.fft.forward_padded(w.xb.re.data(), w.xb.im.data());
   }
   general_products(c, w);
   if (!c.want_gx) return;
-  c.fft.inverse_truncated(w.xb.re.data(), w.xb.im.data(), kLanes);
+  c.fft.inverse_truncated(w.xb.re.data(), w.xb.im.data());
   store_columns(c.p.grad_x, s, b, w.c0, std::max<int64_t>(0, -w.c0), std::min(c.tiles.step, s.C - w.c0), w.xb,
                 [](int64_t, int64_t) { return R(0); });
 }
@@ -271,7 +271,7 @@ void store_grad_weight(const Backward<T, R>& c, const BackwardItems& items, cons
         }
         buf.recombine(pr, qr, yr, yi);
       });
-      c.fft.inverse_truncated(buf.re.data(), buf.im.data(), kLanes);
+      c.fft.inverse_truncated(buf.re.data(), buf.im.data());
       for (int64_t m = 0; m < cols; ++m) {
         const R* src = (m < kLanes ? buf.re.data() + m : buf.im.data() + m - kLanes);
         T* out = c.p.grad_weight + (bt * kCols + m) * s.N;

@@ -40,7 +40,7 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
         auto product = [&](int64_t lo, int64_t hi) { multiply_rows(wr, wi, buf, buf, lo, hi); };
         convolve_padded(fft, buf, product);
       } else {
-        fft.forward_padded(buf.re.data(), buf.im.data(), kLanes);
+        fft.forward_padded(buf.re.data(), buf.im.data());
         if (coef.per_channel) {
           for_each_pair(fft, [&](int64_t k, int64_t pr, int64_t qr) {
             per_channel_product<false>(W.re_at(0, k) + c0, W.im_at(0, k) + c0, scale, pr, qr, buf, buf);
@@ -59,7 +59,7 @@ void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& 
             buf.recombine(pr, qr, yr, yi);
           });
         }
-        fft.inverse_truncated(buf.re.data(), buf.im.data(), kLanes);
+        fft.inverse_truncated(buf.re.data(), buf.im.data());
       }
       const int64_t m_lo = std::max(h, -c0), m_hi = std::min(kCols, s.C - c0);
       if (p.bias) {
