@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 
 namespace tmm::cpu::TMM_CPU_CAPABILITY {
@@ -26,6 +27,26 @@ void radix2_unit(R* re, R* im, int64_t blocks) {
       r1[l] = ar - br; i1[l] = ai - bi;
     }
   }
+}
+
+// The plans LaneFft::shared() keeps, most recently used last.
+template <class R>
+struct PlanCache {
+  static constexpr std::size_t kPlans = 8;
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const LaneFft<R>>> plans;
+};
+
+// Non-template functions with internal linkage: a function-local static of
+// a template would be a global symbol of the variant's object, which must
+// export only its kernel table (tests/cpp/check_cpu_variants.cmake).
+PlanCache<float>& plan_cache(float) {
+  static PlanCache<float> cache;
+  return cache;
+}
+PlanCache<double>& plan_cache(double) {
+  static PlanCache<double> cache;
+  return cache;
 }
 
 }  // namespace
@@ -78,6 +99,31 @@ LaneFft<R>::LaneFft(int64_t n)
     rev_[k] = int32_t(row);
     freq_[row] = int32_t(k);
   }
+}
+
+template <class R>
+std::shared_ptr<const LaneFft<R>> LaneFft<R>::shared(int64_t n) {
+  PlanCache<R>& cache = plan_cache(R());
+  const int64_t block_bytes = fft_block_bytes();
+  auto same = [&](const std::shared_ptr<const LaneFft<R>>& p) {
+    return p->n_ == n && p->block_bytes_ == block_bytes;
+  };
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = std::find_if(cache.plans.begin(), cache.plans.end(), same);
+    if (it != cache.plans.end()) {
+      std::rotate(it, it + 1, cache.plans.end());
+      return cache.plans.back();
+    }
+  }
+  // Not make_shared: its type tag is a unique global symbol that no variant may define.
+  std::shared_ptr<const LaneFft<R>> plan(new LaneFft<R>(n));  // outside the lock: other sizes need not wait
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (std::find_if(cache.plans.begin(), cache.plans.end(), same) == cache.plans.end()) {
+    if (cache.plans.size() == PlanCache<R>::kPlans) cache.plans.erase(cache.plans.begin());
+    cache.plans.push_back(plan);
+  }
+  return plan;
 }
 
 // One radix-4 DIF pass over `blocks` consecutive blocks of m rows. Outputs

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cpu/isa_variant.h"
@@ -34,6 +35,11 @@ class LaneFft {
  public:
   // std::invalid_argument unless n >= 1 has no prime factor above 5.
   explicit LaneFft(int64_t n);
+
+  // The plan of size n from a process-wide cache of the most recent ones
+  // (a plan's twiddles cost n long-double sines and cosines: 35 ms at
+  // n = 131072, more than a whole call at small L). Thread-safe.
+  static std::shared_ptr<const LaneFft> shared(int64_t n);
 
   int64_t size() const { return n_; }
   int64_t row_of(int64_t k) const { return rev_[k]; }

@@ -288,7 +288,8 @@ template <class T>
 void toeplitz_backward_fft(const ToeplitzBackwardParams<T>& p, const ParallelFor& pf) {
   using R = kernels::compute_t<T>;
   const ToeplitzShape& s = p.shape;
-  const LaneFft<R> fft(conv_size(s.L));
+  const auto plan = LaneFft<R>::shared(conv_size(s.L));
+  const LaneFft<R>& fft = *plan;
   const bool want_gx = p.grad_x != nullptr, want_gw = p.grad_weight != nullptr;
   const WeightSpectra<R> W = want_gx ? weight_spectra(p.weight, p.w_stride, s, fft, pf) : WeightSpectra<R>{};
   const ChannelTiles tiles(s, kCols);

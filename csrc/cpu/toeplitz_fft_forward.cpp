@@ -15,7 +15,8 @@ template <class T>
 void toeplitz_forward_fft(const ToeplitzForwardParams<T>& p, const ParallelFor& pf) {
   using R = kernels::compute_t<T>;
   const ToeplitzShape& s = p.shape;
-  const LaneFft<R> fft(conv_size(s.L));
+  const auto plan = LaneFft<R>::shared(conv_size(s.L));
+  const LaneFft<R>& fft = *plan;
   const int64_t n = fft.size();
   const WeightSpectra<R> W = weight_spectra(p.weight, p.w_stride, s, fft, pf);
   const ChannelTiles tiles(s, kCols);
