@@ -26,6 +26,8 @@
 #include "cpu/isa_variant.h"
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/channel_tiles.h"
@@ -93,10 +95,15 @@ struct TileBuffer {
       R* __restrict r = re.data() + t * kLanes;
       R* __restrict i = im.data() + t * kLanes;
       if (dense) {
+        if constexpr (std::is_same_v<T, R>) {  // whole vectors (the loop below compiles to scalar moves)
+          std::memcpy(r, in, kLanes * sizeof(R));
+          std::memcpy(i, in + kLanes, kLanes * sizeof(R));
+        } else {
 #pragma GCC ivdep
-        for (int64_t m = 0; m < kLanes; ++m) {
-          r[m] = R(kernels::to_float(in[m]));
-          i[m] = R(kernels::to_float(in[kLanes + m]));
+          for (int64_t m = 0; m < kLanes; ++m) {
+            r[m] = R(kernels::to_float(in[m]));
+            i[m] = R(kernels::to_float(in[kLanes + m]));
+          }
         }
         continue;
       }
