@@ -217,3 +217,26 @@ def test_bench_revisions_smoke(tmp_path):
             cell = res["cells"][config][label]
             assert cell["eager_step_ms"] > 0 and cell["compiled_step_ms"] > 0 and cell["generate_tok_s"] > 0
     assert "tmm-tiny" in (tmp_path / "table.md").read_text()
+
+
+def test_step_breakdown_tiny(tmp_path, capsys):
+    """scripts/bench_step.py --tiny: a TMM and a Hyena training step split
+    by op category in seconds; the categories cover the measured step and
+    the mixer op is seen in both models (their long convolutions)."""
+    from lab.bench import step
+    from lab.cli import bench_step
+
+    assert bench_step.main(["--tiny", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["schema"] == "tmm.bench_step/1" and res["complete"]
+    assert [(r["model"], r["L"], r["batch"]) for r in res["rows"]] == [
+        ("tmm-tiny", 16, 4), ("tmm-tiny", 32, 2), ("hyena-tiny", 16, 4), ("hyena-tiny", 32, 2)]
+    for r in res["rows"]:
+        assert sum(r["fwd_bwd_shares"].values()) == pytest.approx(1.0)
+        assert sum(r["categories_ms"].values()) == pytest.approx(
+            r["phases_ms"]["forward"] + r["phases_ms"]["backward"] + r["phases_ms"]["optimizer"])
+        assert r["fwd_bwd_shares"]["mixer op"] > 0 and r["fwd_bwd_shares"]["matmuls"] > 0
+    assert (step.category("tmm::causal_toeplitz_backward"), step.category("aten::addmm"),
+            step.category("aten::add_")) == ("mixer op", "matmuls", step.OTHER)
+    table = (tmp_path / "table.md").read_text()
+    assert "| mixer op | matmuls |" in table and "hyena-tiny" in capsys.readouterr().out
