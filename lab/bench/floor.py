@@ -22,6 +22,9 @@ Per length L (B x L x C, float32, G = K = 1, torch's threads):
     axis), for reference;
   - tmm forward and forward+backward (autograd: grad of x and weight).
 Ratios: fwd / floor (target <= 1.15), fwd+bwd / floor (target <= 1.25).
+A length's calls are timed interleaved (time_interleaved: rounds that call
+each once, in turn), so a busy moment of a shared machine falls on all of
+them alike; the minimum over the rounds is what the tables show.
 
 The smooth-L sweep (L from sweep_lo to sweep_hi in steps of sweep_step):
 tmm forward with the transform-size rule (TMM_CPU_FFT_SIZE unset: the cost
@@ -35,7 +38,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -45,8 +50,9 @@ import torch
 from . import provenance
 from tmm.files import atomic_write_text
 from tmm.tables import markdown_table
+from .provenance import CPU_LOAD
 from .report import LiveJson, pyplot, save_plot
-from .timing import time_calls
+from .timing import time_calls, timed
 
 __all__ = ["FloorConfig", "run", "fft_pair", "fftw_size_candidates", "transposes", "size_rule"]
 
@@ -222,45 +228,79 @@ def _best(timings: Dict[str, Dict[str, Any]]):
     return (min(ok)[1], min(ok)[0]) if ok else (None, None)
 
 
+def time_interleaved(calls: Dict[str, Callable[[], Any]], cfg: FloorConfig) -> Dict[str, Dict[str, Any]]:
+    """Each call timed in rounds that visit every call once, in turn, after
+    `warmup` such rounds: what one call pays for a busy moment of the machine
+    the others pay in the same round, so their ratios hold better than those
+    of cells timed one after the other. As many rounds as fit the budget of
+    one cell per call (at least one), at most `repeats`; per call the
+    time_calls record (min_ms, median_ms, times_s)."""
+    warm = {k: [] for k in calls}
+    for _ in range(max(1, cfg.warmup)):
+        for k, call in calls.items():
+            seconds, out = timed(call)
+            del out
+            warm[k].append(seconds)
+    per_round = sum(min(v) for v in warm.values())
+    rounds = max(1, min(cfg.repeats, int(cfg.cell_budget * len(calls) / max(per_round, 1e-9))))
+    times = {k: [] for k in calls}
+    load_start = CPU_LOAD.mark()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for k, call in calls.items():
+                seconds, out = timed(call)
+                del out
+                times[k].append(seconds)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    others = CPU_LOAD.others(load_start)
+    return {k: {"status": "ok", "warmup_s": warm[k], "times_s": t, "repeats": len(t),
+                "median_ms": statistics.median(t) * 1e3, "min_ms": min(t) * 1e3, "mean_ms": statistics.fmean(t) * 1e3,
+                "other_cpu_cores": others} for k, t in times.items()}
+
+
 def measure_length(cfg: FloorConfig, L: int, lib: str, threads: int) -> Dict[str, Any]:
     B, C = cfg.batch, cfg.channels
     rec: Dict[str, Any] = {"L": L, "B": B, "C": C}
     x, fwd, fwdbwd = _op_calls(B, L, C, cfg.seed)
     dst = torch.empty_like(x)
-    mc = _time(lambda: dst.copy_(x), cfg)
-    del dst
-    rec["memcpy"] = mc
-    nbytes = 2 * x.numel() * x.element_size()  # read + write
-    if _ms(mc):
-        rec["memcpy_gbs"] = nbytes / (_ms(mc) * 1e-3) / 1e9
-    calls = transposes(x, threads)
-    for way in ("in", "out"):
-        rec[f"transpose_{way}"] = {k: _time(c, cfg) for k, c in calls[way].items()}
-    del calls
-    t_in, t_out = (_best(rec[f"transpose_{w}"])[1] for w in ("in", "out"))
-    if t_in and t_out:
-        rec["transposes_ms"] = t_in + t_out
-        rec["transpose_gbs"] = 2 * nbytes / (rec["transposes_ms"] * 1e-3) / 1e9
-    rec["pairs"] = {}
+    calls: Dict[str, Callable[[], Any]] = {"memcpy": lambda: dst.copy_(x)}
+    for way, ways in transposes(x, threads).items():
+        for how, call in ways.items():
+            calls[f"transpose_{way}_{how}"] = call
     t0 = time.perf_counter()
-    for n in fftw_size_candidates(L):
-        pair = fft_pair(lib, B, C, n, threads, cfg.planner, cfg.plan_limit_s)
-        rec["pairs"][str(n)] = _time(pair, cfg)
-        del pair
+    sizes = fftw_size_candidates(L)
+    for n in sizes:
+        calls[f"pair_{n}"] = fft_pair(lib, B, C, n, threads, cfg.planner, cfg.plan_limit_s)
+    if cfg.strided:  # for reference, at the smallest candidate (7-smooth)
+        calls["strided_pair"] = fft_pair(lib, B, C, sizes[0], threads, cfg.planner, cfg.plan_limit_s, strided=True)
     rec["plan_s"] = time.perf_counter() - t0
+    calls["fwd"], calls["fwdbwd"] = fwd, fwdbwd
+    t = time_interleaved(calls, cfg)
+    del calls, dst
+    nbytes = 2 * x.numel() * x.element_size()  # read + write
+    rec["memcpy"] = t["memcpy"]
+    rec["memcpy_gbs"] = nbytes / (_ms(t["memcpy"]) * 1e-3) / 1e9
+    for way in ("in", "out"):
+        rec[f"transpose_{way}"] = {how: t[f"transpose_{way}_{how}"] for how in ("copy", "blocked")}
+    t_in, t_out = (_best(rec[f"transpose_{w}"])[1] for w in ("in", "out"))
+    rec["transposes_ms"] = t_in + t_out
+    rec["transpose_gbs"] = 2 * nbytes / (rec["transposes_ms"] * 1e-3) / 1e9
+    rec["pairs"] = {str(n): t[f"pair_{n}"] for n in sizes}
     best_n, pair_ms = _best(rec["pairs"])
-    rec["n"], rec["pair_ms"] = (int(best_n) if best_n else None), pair_ms
-    if cfg.strided and best_n:
-        strided = fft_pair(lib, B, C, int(best_n), threads, cfg.planner, cfg.plan_limit_s, strided=True)
-        rec["strided_pair"] = _time(strided, cfg)
-        del strided
-    rec["fwd"] = _time(fwd, cfg)
-    rec["fwdbwd"] = _time(fwdbwd, cfg)
-    f, fb, tr = _ms(rec["fwd"]), _ms(rec["fwdbwd"]), rec.get("transposes_ms")
-    rec["floor_fwd_ms"] = pair_ms + tr if pair_ms and tr else None
-    rec["floor_fwdbwd_ms"] = PAIRS_FWDBWD * pair_ms + TRANSPOSES_FWDBWD * tr if pair_ms and tr else None
-    rec["fwd_vs_floor"] = f / rec["floor_fwd_ms"] if f and rec["floor_fwd_ms"] else None
-    rec["fwdbwd_vs_floor"] = fb / rec["floor_fwdbwd_ms"] if fb and rec["floor_fwdbwd_ms"] else None
+    rec["n"], rec["pair_ms"] = int(best_n), pair_ms
+    if cfg.strided:
+        rec["strided_pair"] = t["strided_pair"]
+        rec["strided_n"] = sizes[0]
+    rec["fwd"], rec["fwdbwd"] = t["fwd"], t["fwdbwd"]
+    f, fb, tr = _ms(rec["fwd"]), _ms(rec["fwdbwd"]), rec["transposes_ms"]
+    rec["floor_fwd_ms"] = pair_ms + tr
+    rec["floor_fwdbwd_ms"] = PAIRS_FWDBWD * pair_ms + TRANSPOSES_FWDBWD * tr
+    rec["fwd_vs_floor"] = f / rec["floor_fwd_ms"]
+    rec["fwdbwd_vs_floor"] = fb / rec["floor_fwdbwd_ms"]
     return rec
 
 
