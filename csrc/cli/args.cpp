@@ -75,12 +75,16 @@ std::vector<std::string> Args::all(const std::string& name) const {
   return has(name) ? values_.at(name) : std::vector<std::string>{};
 }
 
-std::vector<int64_t> Args::integers(const std::string& name, const std::string& fallback, int64_t min) const {
+std::vector<int64_t> parse_integers(const std::string& name, const std::string& value, int64_t min) {
   std::vector<int64_t> out;
-  std::stringstream list(text(name, fallback));
+  std::stringstream list(value);
   for (std::string item; std::getline(list, item, ',');) out.push_back(parse_integer(name, item, min));
   if (out.empty()) throw UsageError("--" + name + ": expected a comma-separated list of integers");
   return out;
+}
+
+std::vector<int64_t> Args::integers(const std::string& name, const std::string& fallback, int64_t min) const {
+  return parse_integers(name, text(name, fallback), min);
 }
 
 std::string Args::describe() const {

@@ -24,6 +24,8 @@ struct Option {
 
 // `value` of option --name as an integer >= min.
 int64_t parse_integer(const std::string& name, const std::string& value, int64_t min);
+// `value` of option --name as comma-separated integers, each >= min.
+std::vector<int64_t> parse_integers(const std::string& name, const std::string& value, int64_t min);
 
 class Args {
  public:

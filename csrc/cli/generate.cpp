@@ -1,5 +1,6 @@
 // tmm generate: prompt(s) in, text out, streamed for a single prompt; the
-// timings (prefill, per token) on stderr.
+// timings (prefill, per token) on stderr. With --prompt-ids the prompts are
+// token ids and so is the output (a model with no tokenizer: model_dir.h).
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -20,16 +21,19 @@ namespace tmm::cli {
 namespace {
 
 std::vector<Option> generate_options() {
-  return {{"model", "DIR", "model directory (config.json, model.safetensors, optional tokenizer.json)"},
+  return {{"model", "DIR",
+           "model directory (config.json, model.safetensors, tokenizer.json unless the vocabulary is 256 bytes), or "
+           "a training checkpoint folder (its newest step)"},
           {"prompt", "TEXT", "a prompt; several make a batch", true},
           {"prompt-file", "PATH", "read the prompt from a file"},
+          {"prompt-ids", "ID,ID,...", "a prompt as token ids; the output is token ids too; several make a batch", true},
           {"max-new-tokens", "N", "tokens to generate per prompt (default 64)"},
           {"temperature", "T", "sampling temperature; 0 = greedy (default 1)"},
           {"greedy", "", "same as --temperature 0"},
           {"top-k", "K", "sample among the K most likely tokens (default 0 = all)"},
           {"top-p", "P", "sample among the most likely tokens holding probability P (default 1)"},
           {"seed", "S", "random seed (default 0)"},
-          {"stop", "TEXT", "end a sequence when its text contains TEXT (not printed)", true},
+          {"stop", "TEXT", "end a sequence when its text contains TEXT (not printed; not with --prompt-ids)", true},
           {"stop-id", "ID", "end a sequence after generating this token id", true},
           {"method", "M", "decoding: auto, cached, fast, distilled (TMM, Hyena) or recompute (default auto)"},
           {"device", "DEV", "cpu or cuda[:N] (default cpu)"},
@@ -58,17 +62,28 @@ std::pair<std::string, bool> cut_at_stop(const std::string& text, const std::vec
   return {cut == std::string::npos ? text : text.substr(0, cut), cut != std::string::npos};
 }
 
+// "1 2 3": token ids as the output of --prompt-ids prints them.
+std::string join_ids(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (int64_t id : ids) out += (out.empty() ? "" : " ") + std::to_string(id);
+  return out;
+}
+
 }  // namespace
 
 int generate_command(int argc, char** argv) {
   const Args args(argc, argv, 2, all_generate_options());
   if (args.help()) {
-    std::printf("usage: tmm generate --model DIR --prompt TEXT [options]\n\n%s", args.describe().c_str());
+    std::printf("usage: tmm generate --model DIR (--prompt TEXT | --prompt-ids ID,ID,...) [options]\n\n%s",
+                args.describe().c_str());
     return 0;
   }
   std::vector<std::string> prompts = args.all("prompt");
   if (args.has("prompt-file")) prompts.push_back(read_text_file(args.text("prompt-file", "")));
-  if (prompts.empty()) throw UsageError("missing --prompt or --prompt-file");
+  const bool as_ids = args.has("prompt-ids");
+  if (as_ids && !prompts.empty()) throw UsageError("--prompt-ids and --prompt / --prompt-file: give one kind");
+  if (!as_ids && prompts.empty()) throw UsageError("missing --prompt, --prompt-file or --prompt-ids");
+  if (as_ids && args.has("stop")) throw UsageError("--stop matches text: with --prompt-ids, use --stop-id");
   models::GenerateOptions options;
   options.max_new_tokens = args.integer("max-new-tokens", 64, 1);
   options.sampling.temperature = args.flag("greedy") ? 0.0 : args.real("temperature", 1.0);
@@ -89,18 +104,30 @@ int generate_command(int argc, char** argv) {
     throw UsageError("--order and --window are options of --method distilled");
   }
   std::vector<std::vector<int64_t>> ids;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ids.push_back(loaded.tokenizer.encode(prompts[i]));
-    if (ids.back().empty()) throw UsageError("prompt " + std::to_string(i) + " is empty");
+  if (as_ids) {
+    for (const auto& list : args.all("prompt-ids")) ids.push_back(parse_integers("prompt-ids", list, 0));
+  } else {
+    const text::Tokenizer& tokenizer = loaded.text_tokenizer();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ids.push_back(tokenizer.encode(prompts[i]));
+      if (ids.back().empty()) throw UsageError("prompt " + std::to_string(i) + " is empty");
+    }
   }
 
-  // One prompt: stream its text as it comes; stop early on a stop string.
-  const bool stream = prompts.size() == 1;
+  // One prompt: stream its text (or ids) as it comes; stop early on a stop string.
+  const bool stream = ids.size() == 1;
   Utf8Stream out;
   std::string text, printed;
+  bool printed_an_id = false;
   auto on_tokens = [&](const std::vector<int64_t>& tokens) {
     if (!stream || tokens[0] < 0) return true;
-    text += out.push(loaded.tokenizer.token_bytes(tokens[0]));
+    if (as_ids) {
+      std::printf(printed_an_id ? " %lld" : "%lld", static_cast<long long>(tokens[0]));
+      std::fflush(stdout);
+      printed_an_id = true;
+      return true;
+    }
+    text += out.push(loaded.tokenizer->token_bytes(tokens[0]));
     const auto [kept, stopped] = cut_at_stop(text, stops);
     // Hold back a tail that could still become a stop string.
     size_t hold = 0;
@@ -115,13 +142,17 @@ int generate_command(int argc, char** argv) {
   };
   const models::GenerateResult result = models::generate(*loaded.model, ids, options, on_tokens);
 
-  if (stream) {
+  if (stream && as_ids) {
+    std::printf("\n");
+  } else if (stream) {
     const auto [kept, stopped] = cut_at_stop(text + out.finish(), stops);
     std::fwrite(kept.data() + printed.size(), 1, kept.size() - printed.size(), stdout);
     std::printf("\n");
   } else {
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      std::printf("--- %zu\n%s\n", i, cut_at_stop(loaded.tokenizer.decode(result.tokens[i]), stops).first.c_str());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::printf("--- %zu\n%s\n", i,
+                  as_ids ? join_ids(result.tokens[i]).c_str()
+                         : cut_at_stop(loaded.tokenizer->decode(result.tokens[i]), stops).first.c_str());
     }
   }
   if (!quiet) {

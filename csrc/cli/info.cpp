@@ -12,22 +12,25 @@
 namespace tmm::cli {
 
 int info_command(int argc, char** argv) {
-  const Args args(argc, argv, 2, {{"model", "DIR", "model directory"}});
+  const Args args(argc, argv, 2, {{"model", "DIR", "model directory, or a training checkpoint folder (its newest step)"}});
   if (args.help()) {
     std::printf("usage: tmm info --model DIR\n\n%s", args.describe().c_str());
     return 0;
   }
-  const std::string dir = args.required("model");
-  LoadedModel loaded = load_model_dir(dir, "cpu");
+  LoadedModel loaded = load_model_dir(args.required("model"), "cpu");
   auto& m = *loaded.model;
-  std::printf("model          %s\n", dir.c_str());
+  std::printf("model          %s\n", loaded.dir.c_str());
   std::printf("arch           %s\n", m.arch().c_str());
   std::printf("parameters     %lld\n", static_cast<long long>(m.parameter_count()));
   std::printf("vocab_size     %lld\n", static_cast<long long>(m.vocab_size()));
   std::printf("max_len        %lld\n", static_cast<long long>(m.max_len()));
-  std::printf("tokenizer      %s (%lld ids)%s%s\n", loaded.tokenizer.kind().c_str(),
-              static_cast<long long>(loaded.tokenizer.vocab_size()), loaded.tokenizer_path.empty() ? "" : ", ",
-              loaded.tokenizer_path.c_str());
+  if (loaded.tokenizer) {
+    std::printf("tokenizer      %s (%lld ids)%s%s\n", loaded.tokenizer->kind().c_str(),
+                static_cast<long long>(loaded.tokenizer->vocab_size()), loaded.tokenizer_path.empty() ? "" : ", ",
+                loaded.tokenizer_path.c_str());
+  } else {
+    std::printf("tokenizer      none: prompts and output are token ids (tmm generate --prompt-ids)\n");
+  }
   std::string methods = "recompute, cached";
   try {
     m.resolve_decode_method(models::DecodeMethod::Fast, m.max_len());
@@ -43,7 +46,7 @@ int info_command(int argc, char** argv) {
   for (const char* file : {"config.json", "model.safetensors", "tokenizer.json", "distilled.json",
                            "distilled.safetensors"}) {
     struct stat st {};
-    if (::stat((dir + "/" + file).c_str(), &st) == 0) {
+    if (::stat((loaded.dir + "/" + file).c_str(), &st) == 0) {
       std::printf("file           %-18s %lld bytes\n", file, static_cast<long long>(st.st_size));
     }
   }

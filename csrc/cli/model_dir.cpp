@@ -2,13 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <fstream>
 #include <stdexcept>
 
-#include <c10/core/Device.h>
-
-#include <cstdio>
-
 #include <ATen/ATen.h>
+#include <c10/core/Device.h>
 
 #include "tmm/models/checkpoint.h"
 #include "tmm/models/distill.h"
@@ -21,10 +20,29 @@ bool exists(const std::string& path, bool directory) {
   return ::stat(path.c_str(), &st) == 0 && (directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
 }
 
+// A training checkpoint folder (no config.json, a `latest` file naming a
+// step folder) stands for that step; any other folder for itself.
+std::string checkpoint_step(const std::string& dir) {
+  if (exists(dir + "/config.json", false) || !exists(dir + "/latest", false)) return dir;
+  std::ifstream in(dir + "/latest");
+  std::string step;
+  std::getline(in, step);
+  if (step.empty() || !exists(dir + "/" + step, true)) {
+    throw std::runtime_error("--model: '" + dir + "/latest' does not name a step folder of that training checkpoint");
+  }
+  return dir + "/" + step;
+}
+
 }  // namespace
 
-LoadedModel load_model_dir(const std::string& dir, const std::string& device) {
-  if (!exists(dir, true)) throw std::runtime_error("--model: '" + dir + "' is not a directory");
+const text::Tokenizer& LoadedModel::text_tokenizer() const {
+  if (!tokenizer) throw std::runtime_error(no_tokenizer);
+  return *tokenizer;
+}
+
+LoadedModel load_model_dir(const std::string& given, const std::string& device) {
+  if (!exists(given, true)) throw std::runtime_error("--model: '" + given + "' is not a directory");
+  const std::string dir = checkpoint_step(given);
   for (const char* file : {"config.json", "model.safetensors"}) {
     if (!exists(dir + "/" + file, false)) {
       throw std::runtime_error("--model: '" + dir + "' has no " + file +
@@ -39,20 +57,30 @@ LoadedModel load_model_dir(const std::string& dir, const std::string& device) {
     throw std::runtime_error("--device: expected cpu or cuda[:N], got '" + device + "'");
   }
   LoadedModel out;
+  out.dir = dir;
   out.model = models::load_checkpoint(dir);
   if (models::has_distillation(dir)) out.model->set_distillation(models::load_distillation(dir));
   out.model->to(dev);
   out.model->eval();
-  const std::string tokenizer = dir + "/tokenizer.json";
-  if (exists(tokenizer, false)) {
-    out.tokenizer = text::Tokenizer::from_file(tokenizer);
-    out.tokenizer_path = tokenizer;
-  }
-  if (out.tokenizer.vocab_size() > out.model->vocab_size()) {
-    throw std::runtime_error("--model: the tokenizer (" +
-                             (out.tokenizer_path.empty() ? std::string("byte-level") : out.tokenizer_path) + ") has " +
-                             std::to_string(out.tokenizer.vocab_size()) + " ids but the model's vocab_size is " +
-                             std::to_string(out.model->vocab_size()));
+  const int64_t vocab = out.model->vocab_size();
+  const std::string path = dir + "/tokenizer.json";
+  if (exists(path, false)) {
+    out.tokenizer = text::Tokenizer::from_file(path);
+    out.tokenizer_path = path;
+    if (out.tokenizer->vocab_size() > vocab) {
+      throw std::runtime_error("--model: the tokenizer (" + path + ") has " +
+                               std::to_string(out.tokenizer->vocab_size()) + " ids but the model's vocab_size is " +
+                               std::to_string(vocab));
+    }
+  } else if (vocab == 256) {
+    out.tokenizer = text::Tokenizer::byte_level();
+  } else {
+    out.no_tokenizer = "--model: '" + dir + "' has no tokenizer.json (looked for " + path + "), and its vocab_size " +
+                       std::to_string(vocab) + " is not the byte-level tokenizer's 256: " +
+                       (vocab > 256 ? "put the tokenizer.json the model was trained with there, or give the prompt "
+                                      "as token ids (--prompt-ids 1,2,3)"
+                                    : "give the prompt as token ids (--prompt-ids 1,2,3), or put the model's "
+                                      "tokenizer.json there");
   }
   return out;
 }

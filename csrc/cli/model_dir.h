@@ -1,9 +1,13 @@
 // A model directory as the CLI reads it: config.json + model.safetensors
-// (tmm/models/checkpoint.h) and, optionally, tokenizer.json (a byte-level BPE
-// written by the tokenizers package); without one, the byte-level tokenizer.
+// (tmm/models/checkpoint.h) and the tokenizer: tokenizer.json beside them (a
+// byte-level BPE written by the tokenizers package), else the byte-level
+// tokenizer for a vocabulary of exactly 256 ids, else none (the prompt and
+// the output are token ids). A training checkpoint folder (tmm.train's, with
+// a `latest` file) stands for its newest step.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <vector>
@@ -15,9 +19,14 @@
 namespace tmm::cli {
 
 struct LoadedModel {
+  std::string dir;                               // the folder read (a training checkpoint's newest step)
   std::shared_ptr<models::LanguageModel> model;  // in eval mode, on `device`
-  text::Tokenizer tokenizer = text::Tokenizer::byte_level();
-  std::string tokenizer_path;  // empty: byte-level
+  std::optional<text::Tokenizer> tokenizer;      // none: token ids in and out
+  std::string tokenizer_path;                    // the tokenizer.json read; empty: byte-level or none
+  std::string no_tokenizer;                      // without a tokenizer: why, naming the file looked for
+
+  // The tokenizer, or an error saying why there is none and what to do.
+  const text::Tokenizer& text_tokenizer() const;
 };
 
 // Errors name the directory and what is missing or wrong. A distillation

@@ -220,6 +220,43 @@ def test_cli_repeated_flags(trained_dir):
         assert r.returncode == 2 and f"{name} given more than once" in r.stderr, (args, r.stderr)
 
 
+# --- models without a text tokenizer ---------------------------------------
+
+def test_cli_refuses_the_byte_fallback_above_256_ids(tmp_path):
+    """A BPE model saved without its tokenizer.json: the error names the file
+    it looked for, instead of bytes that decode its ids as garbage."""
+    d = tmp_path / "bpe-without-tokenizer"
+    M.build({"arch": "tmm", "vocab_size": 300, "d_model": 16, "n_layers": 1, "max_len": 32}).save(d)
+    r = _run(_binary(CLI), "generate", "--model", d, "--prompt", "In the", check=False)
+    assert r.returncode == 1, r.stderr
+    assert f"has no tokenizer.json (looked for {d}/tokenizer.json)" in r.stderr
+    assert "vocab_size 300 is not the byte-level tokenizer's 256" in r.stderr and "--prompt-ids" in r.stderr
+
+
+def test_cli_token_ids_in_and_out_for_a_model_without_a_tokenizer(tmp_path):
+    """The zoo's tmm-tiny (vocabulary 64, no tokenizer): --prompt is refused,
+    --prompt-ids gives the ids Python's generate gives."""
+    d = tmp_path / "tiny"
+    torch.manual_seed(0)
+    model = M.build("tmm-tiny")
+    model.save(d)
+    r = _run(_binary(CLI), "generate", "--model", d, "--prompt", "hello", check=False)
+    assert r.returncode == 1 and "vocab_size 64 is not the byte-level tokenizer's 256" in r.stderr
+    assert "give the prompt as token ids (--prompt-ids 1,2,3)" in r.stderr
+    greedy = model.generate([[1, 2, 3]], 8, temperature=0)["tokens"][0]
+    assert _generate(d, "--prompt-ids", "1,2,3", "--max-new-tokens", 8).stdout == " ".join(map(str, greedy)) + "\n"
+    batch = model.generate([[1, 2, 3], [4, 5]], 4, temperature=0)["tokens"]
+    r = _generate(d, "--prompt-ids", "1,2,3", "--prompt-ids", "4,5", "--max-new-tokens", 4)
+    assert r.stdout == "".join(f"--- {i}\n{' '.join(map(str, t))}\n" for i, t in enumerate(batch))
+    assert "tokenizer      none: prompts and output are token ids" in _run(CLI, "info", "--model", d).stdout
+    for args, status, message in [(["--prompt-ids", "1,64"], 1, "has token id 64, expected ids in [0, 64)"),
+                                  (["--prompt-ids", "1,x"], 2, "--prompt-ids: expected an integer >= 0, got 'x'"),
+                                  (["--prompt-ids", "1", "--stop", "a"], 2, "with --prompt-ids, use --stop-id"),
+                                  (["--prompt-ids", "1", "--prompt", "a"], 2, "give one kind")]:
+        r = _run(CLI, "generate", "--model", d, "--quiet", *args, check=False)
+        assert r.returncode == status and message in r.stderr, (args, r.stderr)
+
+
 def test_cli_streams_characters_split_across_byte_tokens(tmp_path):
     """No tokenizer.json: the byte-level tokenizer, so every character beyond
     ASCII reaches the stream split across tokens and is held back whole."""
