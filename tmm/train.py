@@ -674,8 +674,10 @@ class _Training:
             state["data_position"] = self.data_position
         if self.scaler is not None:
             state["grad_scaler"] = self.scaler.state_dict()
+        tokenizer_json = getattr(getattr(self.task, "tokenizer", None), "json_text", None)  # None: bytes, or no text
         train_checkpoints.save(self.cfg.checkpoint_dir, self.step_count, self.model, self.opt, state,
-                               {"data": self.gen}, keep=self.cfg.checkpoint_keep, sharded=self.sharded)
+                               {"data": self.gen}, keep=self.cfg.checkpoint_keep, sharded=self.sharded,
+                               files={"tokenizer.json": tokenizer_json} if tokenizer_json else None)
 
     def due(self, every):
         """Whether this step gets an evaluation (every = eval_every) or a checkpoint."""

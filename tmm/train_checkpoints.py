@@ -184,15 +184,19 @@ def _distributed_state(model, optimizer):
 
 
 def save(root, step: int, model, optimizer, state: dict, generators: Optional[dict] = None, keep: int = 2,
-         sharded: bool = False) -> Path:
+         sharded: bool = False, files: Optional[dict] = None) -> Path:
     """Writes the checkpoint of ``step`` into ``root`` (see the module
     docstring) and returns its folder. ``state`` is any JSON-able dict
     (metrics, counters); ``generators`` are ``torch.Generator`` s whose
-    states are saved by name. Keeps the ``keep`` (>= 1) newest checkpoints.
+    states are saved by name; ``files`` ({file name: text}) are written
+    beside them. Keeps the ``keep`` (>= 1) newest checkpoints.
     ``sharded``: an FSDP2 model, saved by every rank together (rank 0 writes
     all but the shards)."""
     if keep < 1:
         raise ValueError(f"save: keep must be >= 1, got {keep}")
+    clash = sorted(set(files or ()) & set(_FILES))
+    if clash:
+        raise ValueError(f"save: files {clash} are the checkpoint's own")
     root = Path(root)
     main = not sharded or torch.distributed.get_rank() == 0
     name = step_dir_name(step)
@@ -234,6 +238,8 @@ def save(root, step: int, model, optimizer, state: dict, generators: Optional[di
         if clash:
             raise ValueError(f"save: state keys {clash} are reserved")
         atomic_write_text(tmp / "state.json", json.dumps({**meta, **state}) + "\n")
+        for file_name, text in (files or {}).items():
+            atomic_write_text(tmp / file_name, text)
         fsync_dir(tmp)
         _pause()
 
