@@ -1,10 +1,13 @@
-"""Baseline comparison: trains several architectures on one task, matched by
-parameter count, and writes tables and plots (lab.experiments.compare).
+"""Baseline comparison: trains several architectures on one task with the
+same batches, each at its own learning rate, and writes tables, plots and,
+with --checkpoint-every, checkpoints that serve (lab.experiments.compare).
 
     python scripts/compare.py                      # the default (scripts/run.sh)
     python scripts/compare.py --task mqar --num-kv-pairs 8 --steps 2000
     python scripts/compare.py --task shards --task-option path=shards/ --task-option seq_len=512 --steps 2000
-    python scripts/compare.py --archs tmm,transformer --steps 500 --lr 3e-3
+    python scripts/compare.py --task lm --corpus my_text.txt --tokenizer bpe --steps 1000 --checkpoint-every 500
+    python scripts/compare.py --archs tmm,transformer --steps 500 --lr 3e-3          # one rate for all
+    python scripts/compare.py --archs tmm,transformer --steps 500 --lrs tmm=3e-2     # one model's rate
     python scripts/compare.py --configs models/tmm-tiny.json,models/hyena-tiny.json --steps 20
     python scripts/compare.py --ablation --steps 300      # the TMM variants of models/ablation/
     python scripts/compare.py --archs tmm --mixer my_pkg.MyMixer --steps 300   # your mixer in TMM's skeleton
@@ -14,13 +17,21 @@ parameter count, and writes tables and plots (lab.experiments.compare).
 
 With no arguments it runs the copy task (n = 32 random tokens written twice,
 so sequences of 64, scored on the second half) on the ``<arch>-cpu-small``
-configs of TMM, Transformer, Hyena and Mamba2 (about 1.0-1.6 M parameters
-each), batch 16, within a total time budget of 8 minutes, so that the whole
-run, model builds and plots included, ends within 10 minutes on 2 cores.
+configs of TMM, Transformer, Hyena and Mamba2 (1.1-1.6 M parameters: close
+in size, not matched; the table gives each count), batch 16, each at its
+architecture's learning rate (tmm 1e-2, transformer 3e-3, hyena 1e-2, mamba2
+1e-2: the best of the claims' LM sweep of these configs; --lr sets one for
+all, --lrs single models), within a total time budget of 8 minutes, so that
+the whole run, model builds and plots included, ends within 10 minutes on 2
+cores.
 
 Output in --out (default results/<task>-<timestamp>/): metrics.jsonl,
 config.json, summary.md, summary.json, vs_steps.png, vs_wall.png,
-vs_flops.png. --checkpoint-every N writes training checkpoints; --resume
+vs_flops.png. --checkpoint-every N writes training checkpoints,
+checkpoints/<label>/step-N/, each a model folder (config.json,
+model.safetensors, and tokenizer.json with a BPE) that tmm.models.load, C++
+and `tmm generate --model` read (checkpoints/<label> stands for its newest
+step); --resume
 --out DIR continues an interrupted run with the same command line (the
 runtime options --threads, --no-progress, --no-plots, --checkpoint-every,
 --no-nan-guard, --device, --grad-accum may change). --grad-accum K trains
@@ -45,7 +56,8 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from lab import REPO  # noqa: E402
-from lab.experiments.compare import DEFAULT_BUDGET_MIN, CompareSettings, run_comparison  # noqa: E402
+from lab.experiments.compare import (ARCH_LRS, DEFAULT_BUDGET_MIN, OTHER_LR, CompareSettings,  # noqa: E402
+                                    run_comparison)
 from lab.experiments.errors import SettingsError  # noqa: E402
 
 D = CompareSettings()
@@ -53,7 +65,8 @@ D = CompareSettings()
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        description="Train architectures matched by parameter count on one task; write tables and plots.",
+        description="Train several architectures on one task with the same batches, each at its own learning "
+                    "rate; write tables, plots and checkpoints.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--task", default=D.task, choices=["copy", "mqar", "lm", "shards"],
@@ -88,7 +101,11 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=D.batch_size)
     p.add_argument("--grad-accum", type=int, default=D.grad_accum,
                    help="micro-batches per step on each process: the gradients of --batch-size accumulated")
-    p.add_argument("--lr", type=float, default=D.lr)
+    p.add_argument("--lr", type=float, default=D.lr,
+                   help="every model's learning rate (default: each architecture's: " +
+                        ", ".join(f"{a} {lr:g}" for a, lr in ARCH_LRS.items()) + f", others {OTHER_LR:g})")
+    p.add_argument("--lrs", default=D.lrs, metavar="LABEL=LR,...",
+                   help="single models' learning rates, over --lr (labels: the table's, e.g. tmm=3e-2,hyena=3e-3)")
     p.add_argument("--weight-decay", type=float, default=D.weight_decay)
     p.add_argument("--betas", type=float, nargs=2, default=D.betas)
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: 10%% of the steps)")

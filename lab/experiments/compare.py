@@ -1,5 +1,5 @@
-"""The baseline comparison: several architectures, matched by parameter
-count, trained on one task with the same batches; metrics, tables, plots.
+"""The baseline comparison: several architectures trained on one task with
+the same batches, each at its own learning rate; metrics, tables, plots.
 
     from lab.experiments.compare import CompareSettings, run_comparison
     result = run_comparison(CompareSettings(archs="tmm,hyena", steps=300))
@@ -11,6 +11,10 @@ count, trained on one task with the same batches; metrics, tables, plots.
 Models: each config (``archs`` picks ``<arch>-cpu-small``, ``configs``
 takes names or JSON paths instead) gets the task's vocabulary and, with
 ``max_len`` "task", its sequence length (:func:`model_configs.fit_to_task`).
+Sizes are the configs' own: the ``cpu-small`` ones are close (1.1-1.6 M
+parameters with a 256-token vocabulary), not matched; the tables give each
+count. Learning rates: ``lr`` for every model when given, else each
+architecture's own (:data:`ARCH_LRS`); ``lrs`` sets single models by label.
 ``mixer`` (an import path) adds a user's own mixer in the skeleton of
 the zoo config ``mixer_base`` (tmm.nn.SequenceModel.from_mixer_config;
 ``mixer_kwargs`` a JSON object of its arguments, ``mixer_inputs`` the
@@ -78,10 +82,15 @@ from .saved_settings import RESUME_REFUSAL, check_same
 from .task_options import parse_task_options
 
 __all__ = ["CompareSettings", "CompareResult", "run_comparison", "RUNTIME_SETTINGS", "DEFAULT_ARCHS",
-           "DEFAULT_BUDGET_MIN"]
+           "DEFAULT_BUDGET_MIN", "ARCH_LRS", "OTHER_LR"]
 
 DEFAULT_ARCHS = "tmm,transformer,hyena,mamba2"
 DEFAULT_BUDGET_MIN = 8.0  # when steps is not given
+# Each architecture's learning rate when lr is not given: its best in the
+# claims' LM sweep of the cpu-small configs (docs/experiments.md, the lm
+# claim: 300 steps at lr 1e-3, 3e-3, 1e-2, 3e-2); OTHER_LR for the rest (a user's mixer).
+ARCH_LRS = {"tmm": 1e-2, "transformer": 3e-3, "hyena": 1e-2, "mamba2": 1e-2}
+OTHER_LR = 1e-3
 # Settings that may differ when a run is resumed: they change how, not what, it computes.
 RUNTIME_SETTINGS = {"threads", "no_progress", "resume", "out", "checkpoint_every", "no_nan_guard", "device", "no_plots",
                     "grad_accum", "compile", "activation_checkpointing", "fsdp", "peak_tflops", "dry_run"}
@@ -105,7 +114,8 @@ class CompareSettings:
     steps: Optional[int] = None  # per architecture (default: sized to the time budget)
     batch_size: int = 16
     grad_accum: int = 1  # micro-batches per step on each process (gradient accumulation to batch_size)
-    lr: float = 1e-3
+    lr: Optional[float] = None  # every model's learning rate (default: each architecture's, ARCH_LRS)
+    lrs: Optional[str] = None  # single models' learning rates, "LABEL=LR,...", over lr (labels: the table's)
     weight_decay: float = 0.1
     betas: tuple = (0.9, 0.95)
     warmup: Optional[int] = None  # default: 10% of the steps
@@ -154,6 +164,9 @@ class CompareSettings:
             v = getattr(s, name)
             if v is not None and v < 1:
                 raise SettingsError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
+        if s.lr is not None and not s.lr > 0:
+            raise SettingsError(f"--lr must be > 0, got {s.lr}")
+        s.model_lrs()  # checks the format
         if s.precision not in ("float32", "bfloat16", "float16"):
             raise SettingsError(f"--precision must be float32, bfloat16 or float16, got {s.precision!r}")
         if not 0.0 <= s.min_lr_ratio <= 1.0:
@@ -186,6 +199,29 @@ class CompareSettings:
         if s.threads is None:
             s.threads = distributed.local_threads()
         return s
+
+    def model_lrs(self) -> dict:
+        """``lrs`` as {label: lr}; SettingsError naming --lrs for a bad item."""
+        out = {}
+        for item in (self.lrs or "").split(","):
+            if not item.strip():
+                continue
+            label, _, value = item.partition("=")
+            try:
+                lr = float(value)
+            except ValueError:
+                lr = None
+            if not label.strip() or lr is None or not lr > 0:
+                raise SettingsError(f"--lrs: expected LABEL=LR items (e.g. tmm=1e-2,transformer=3e-3) with LR > 0, "
+                                    f"got {item!r}")
+            out[label.strip()] = lr
+        return out
+
+    def lr_of(self, label: str, arch: str) -> float:
+        """The learning rate of the model ``label`` of architecture ``arch``: lrs, else lr, else ARCH_LRS."""
+        if label in self.model_lrs():
+            return self.model_lrs()[label]
+        return self.lr if self.lr is not None else ARCH_LRS.get(arch, OTHER_LR)
 
     def task_options(self) -> dict:
         """The options of ``tmm.tasks.make(self.task, ...)``; SettingsError for a flag of another task."""
@@ -302,8 +338,13 @@ class _Comparison:
             torch.manual_seed(s.seed)
             model = build_model(fit_to_task(cfg, self.task, s.max_len))
             runs.append({"label": label, "config_name": short, "config": model.config,
-                         "params": model.num_parameters(), "rows": [], "status": "pending"})
+                         "params": model.num_parameters(), "lr": s.lr_of(label, cfg["arch"]), "rows": [],
+                         "status": "pending"})
             del model
+        unknown = sorted(set(s.model_lrs()) - {r["label"] for r in runs})
+        if unknown:
+            raise SettingsError(f"--lrs: no model labelled {', '.join(unknown)} (the models: "
+                                f"{', '.join(r['label'] for r in runs)})")
         return runs
 
     def _plan_steps(self):
@@ -357,7 +398,7 @@ class _Comparison:
             "warmup": self.warmup,
             "time_budget_s": self.budget_s,
             "timed_step_s": self.est,
-            "models": [{"label": r["label"], "config_name": r["config_name"], "params": r["params"],
+            "models": [{"label": r["label"], "config_name": r["config_name"], "params": r["params"], "lr": r["lr"],
                         "flops_per_token": flops_per_token(r["config"], r["params"], task.seq_len),
                         "config": r["config"]} for r in self.runs],
             "git": where["git"],
@@ -389,8 +430,8 @@ class _Comparison:
     def _train_config(self, run, cap):
         s = self.s
         return TrainConfig(
-            steps=self.steps, batch_size=s.batch_size, grad_accum=s.grad_accum, lr=s.lr, weight_decay=s.weight_decay,
-            betas=tuple(s.betas), warmup=self.warmup, seed=s.seed, eval_every=self.eval_every,
+            steps=self.steps, batch_size=s.batch_size, grad_accum=s.grad_accum, lr=run["lr"],
+            weight_decay=s.weight_decay, betas=tuple(s.betas), warmup=self.warmup, seed=s.seed, eval_every=self.eval_every,
             eval_batches=s.eval_batches, threads=s.threads, time_budget_s=cap,
             progress=not s.no_progress, desc=f"{run['label']:<11}",
             nan_guard=not s.no_nan_guard, checkpoint_dir=str(self.ckpt_dirs[run["label"]]),
@@ -459,7 +500,8 @@ class _Comparison:
 
     def meta(self):
         s = self.s
-        return {"batch_size": s.batch_size, "lr": s.lr, "seed": s.seed, "threads": s.threads,
+        return {"batch_size": s.batch_size, "lr": ", ".join(f"{r['label']} {r['lr']:g}" for r in self.runs),
+                "seed": s.seed, "threads": s.threads,
                 "eval_sequences": s.batch_size * s.eval_batches}
 
     def finish(self, exit_code):

@@ -2,7 +2,7 @@
 tables (summary.md, summary.json, the printed table) and the plots
 (vs_steps.png, vs_wall.png, vs_flops.png).
 
-A run is a dict: label, config_name, params, rows (the evaluation rows of
+A run is a dict: label, config_name, params, lr, rows (the evaluation rows of
 tmm.train), status ("pending", "running", "done", "stopped", "diverged",
 "interrupted"), note, and once trained steps, tokens, wall_s, flops_est."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["LEARNED", "HEADER", "run_summary", "verdict", "summary_markdown", "s
 
 LEARNED = 0.9  # the verdict's accuracy threshold
 HEADER = [
-    "arch", "params", "final eval loss", "final acc", "best acc", f"steps to {LEARNED:g} acc",
+    "arch", "params", "lr", "final eval loss", "final acc", "best acc", f"steps to {LEARNED:g} acc",
     "steps", "tokens", "train wall s", "est. FLOPs", "peak mem MiB",
 ]
 PLOTS = ("vs_steps.png", "vs_wall.png", "vs_flops.png")
@@ -35,6 +35,7 @@ def run_summary(run) -> dict:
         "arch": run["label"],
         "config": run["config_name"],
         "params": run["params"],
+        "lr": run.get("lr"),
         "final_eval_loss": final.get("eval_loss"),
         "final_acc": final.get("eval_acc"),
         "best_acc": best,
@@ -82,6 +83,7 @@ def _table_rows(summaries):
         out.append([
             s["arch"] + ("" if s["status"] == "done" else f" ({s['status']})"),
             fmt_int(s["params"]),
+            "-" if s.get("lr") is None else f"{s['lr']:g}",
             fmt_num(s["final_eval_loss"]),
             fmt_num(s["final_acc"]),
             fmt_num(s["best_acc"]),
@@ -112,7 +114,7 @@ def write_summary(out, runs, task, meta, notes):
         f"# {task.name}: {', '.join(s['arch'] for s in summaries)}",
         "",
         f"Task `{task.name}` {json.dumps(task.options)}: sequence length {task.seq_len}, "
-        f"vocabulary {task.vocab_size}. Batch {meta['batch_size']}, lr {meta['lr']:g}, "
+        f"vocabulary {task.vocab_size}. Batch {meta['batch_size']}, lr {meta['lr']}, "
         f"seed {meta['seed']}, {meta['threads']} threads. Accuracy is the task's metric on "
         f"{meta['eval_sequences']} held-out sequences.",
         "",

@@ -16,7 +16,7 @@ import torch
 import tmm.models
 import tmm.tasks
 from lab.experiments import budget
-from lab.experiments.compare import DEFAULT_ARCHS, CompareSettings, run_comparison
+from lab.experiments.compare import ARCH_LRS, DEFAULT_ARCHS, CompareSettings, run_comparison
 from lab.experiments.errors import SettingsError
 from tmm.train import NonFiniteError, TrainConfig, flops_per_token, train
 
@@ -106,6 +106,35 @@ def test_default_archs_are_the_cpu_small_configs(tmp_path, restore_threads):
     assert [s["arch"] for s in result.summaries] == ["hyena", "tmm"]
     with pytest.raises(SettingsError, match="no architectures"):
         run_comparison(CompareSettings(archs=" , ", steps=1, out=str(tmp_path / "x")))
+
+
+def test_each_architecture_trains_at_its_own_learning_rate(tmp_path, restore_threads):
+    """Without --lr each model gets its architecture's rate (ARCH_LRS); --lr
+    sets every model's; --lrs single models' by label, over --lr."""
+    configs = [str(REPO / "models" / f"{a}-tiny.json") for a in ("tmm", "transformer")]
+
+    def lrs(**kw):
+        out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        result = run_comparison(tiny_settings(out, configs=configs, steps=2, eval_every=2, **kw))
+        config = json.loads((out / "config.json").read_text())
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        scheduled = {r["arch"]: r["lr"] for r in rows if r["step"] == 2}  # the trainer's, after its schedule
+        assert scheduled["tmm"] / scheduled["transformer"] == pytest.approx(
+            result.summaries[0]["lr"] / result.summaries[1]["lr"])
+        assert "| lr |" in (out / "summary.md").read_text()
+        return {m["label"]: m["lr"] for m in config["models"]}
+
+    assert lrs() == {"tmm": ARCH_LRS["tmm"], "transformer": ARCH_LRS["transformer"]} == {"tmm": 1e-2,
+                                                                                          "transformer": 3e-3}
+    assert lrs(lr=2e-3) == {"tmm": 2e-3, "transformer": 2e-3}
+    assert lrs(lr=2e-3, lrs="tmm=5e-2") == {"tmm": 5e-2, "transformer": 2e-3}
+    with pytest.raises(SettingsError, match="--lrs: no model labelled hyena"):
+        run_comparison(tiny_settings(tmp_path / "bad", configs=configs, lrs="hyena=1e-3"))
+    for bad in ("tmm", "tmm=fast", "tmm=-1", "=1e-3"):
+        with pytest.raises(SettingsError, match="--lrs: expected LABEL=LR items"):
+            CompareSettings(lrs=bad).checked()
+    with pytest.raises(SettingsError, match="--lr must be > 0"):
+        CompareSettings(lr=0.0).checked()
 
 
 def test_time_budget_defaults():
