@@ -43,8 +43,11 @@ rm -rf build/install build/install-unmoved
 cmake --install build --prefix build/install-unmoved >/dev/null
 mv build/install-unmoved build/install
 torch_cmake="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$REPO/build/install;$torch_cmake" >/dev/null
-cmake --build build/consumer >/dev/null
+# The docs' C++ blocks compile against it too (tests/python/test_docs.py checks the file is current).
+"$PYTHON" tests/python/docs_snippets.py cpp build/docs_snippets/docs_snippets.cpp
+cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$REPO/build/install;$torch_cmake" \
+  -DTMM_DOCS_SNIPPETS="$REPO/build/docs_snippets/docs_snippets.cpp" >/dev/null
+cmake --build build/consumer >build/consumer.log 2>&1 || { cat build/consumer.log; exit 1; }
 build/consumer/tmm_consumer
 # For tests/python/test_cli.py: the installed (moved) CLI and the installed-package example;
 # for test_checkpoint_parity.py: the C++ checkpoint tool (a missing one fails those tests).
