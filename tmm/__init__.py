@@ -61,6 +61,20 @@ else:
 __all__ = ["io", "ops", "nn", "models", "text", "__version__", "with_cuda"]  # the lazy ones stay lazy under *
 
 
+def _installed_elsewhere():
+    """The folder of an installed tmm that this one hides (this one: a clone's
+    source folder, first on sys.path as the current directory), or None."""
+    from importlib import metadata
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    for dist in metadata.distributions(name="tmm"):  # a build's tmm.egg-info in the clone names the clone
+        folder = Path(str(dist.locate_file("tmm"))).resolve()
+        if folder != here and (folder / "__init__.py").is_file():
+            return folder
+    return None
+
+
 def __getattr__(name):
     """Only reached for names not set above: the lazy submodules, and the
     native parts when tmm._C is not built."""
@@ -68,6 +82,13 @@ def __getattr__(name):
         return importlib.import_module(f"{__name__}.{name}")  # also sets the attribute
     if name in _NATIVE and _native_error is not None:
         what = "the native module tmm._C is" if name == "_C" else f"tmm.{name} needs the native module tmm._C, which is"
+        installed = _installed_elsewhere()
+        if installed is not None:
+            raise ImportError(
+                f"{what} not built in {__path__[0]}, a clone's source folder that the current directory put "
+                f"first on sys.path, hiding the installed tmm ({installed}): run Python outside the clone, or build "
+                "the clone in place with scripts/test.sh"
+            )
         raise ImportError(
             f"{what} not built here ({_native_error}); build it with scripts/test.sh or "
             "pip install --no-build-isolation . (tmm.testing and tmm.files work without it)"

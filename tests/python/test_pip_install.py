@@ -294,6 +294,20 @@ def test_tmm_command_runs_from_the_venv_bin(installed, wheelhouse):
     assert f"torch {torch.__version__}" in r.stdout, r.stdout
 
 
+def test_a_clone_s_unbuilt_source_folder_names_the_installed_tmm_it_hides(installed, wheelhouse):
+    """Python started in a clone's root imports the clone's tmm/ (the current
+    directory comes first), which is not built: the error says so and names
+    the installed tmm, instead of asking for the install just done."""
+    clone = WORK / "unbuilt-clone"
+    shutil.rmtree(clone, ignore_errors=True)
+    (clone / "tmm").mkdir(parents=True)
+    shutil.copy(REPO / "tmm" / "__init__.py", clone / "tmm" / "__init__.py")
+    r = _run([str(installed / "bin" / "python"), "-c", "import tmm; tmm.nn"], clone,
+             _clean_env(installed, wheelhouse), check=False)
+    assert r.returncode == 1 and "hiding the installed tmm" in r.stderr and "run Python outside the clone" in r.stderr, \
+        r.stderr
+
+
 def test_installed_binaries_find_their_libraries_relative_to_themselves_and_need_no_utf8proc(installed):
     readelf = shutil.which("readelf")
     assert readelf, "readelf (binutils, installed with g++) is not on PATH"
