@@ -38,6 +38,7 @@ def run_summary(run) -> dict:
         "lr": run.get("lr"),
         "final_eval_loss": final.get("eval_loss"),
         "final_acc": final.get("eval_acc"),
+        "final_bpb": final.get("eval_bpb"),  # language modelling tasks (lm, shards)
         "best_acc": best,
         "steps": run.get("steps", final.get("step", 0)),
         "tokens": run.get("tokens", final.get("tokens", 0)),
@@ -59,6 +60,11 @@ def verdict(summaries, task) -> str:
     done = [s for s in summaries if s["final_acc"] is not None]
     if not done:
         return "No architecture finished an evaluation."
+    if all(s.get("final_bpb") is not None for s in done):  # language modelling: no accuracy to reach
+        ranked = sorted(done, key=lambda s: s["final_bpb"])
+        return ("Held-out bits per byte, lowest first: "
+                + ", ".join(f"{s['arch']} {s['final_bpb']:.3f} (loss {s['final_eval_loss']:.3f}, next-token accuracy "
+                            f"{s['final_acc']:.3f})" for s in ranked) + ".")
     learned = [s for s in done if s["final_acc"] >= LEARNED]
     failed = [s for s in done if s["final_acc"] < LEARNED]
     c = chance_of(task)

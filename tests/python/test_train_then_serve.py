@@ -2,6 +2,7 @@
 comparison script on a text file serves from its checkpoint folder with the
 C++ CLI (tmm generate), which reads the tokenizer.json that training wrote
 beside the weights, and gives the tokens Python gives."""
+import json
 import os
 import random
 import subprocess
@@ -44,6 +45,8 @@ def test_a_bpe_model_trained_by_compare_generates_from_its_checkpoint_in_cpp(tmp
            "--checkpoint-every", "3", "--out", str(out), "--no-plots", "--no-progress"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())  # a language model's verdict: bits per byte
+    assert summary["verdict"].startswith("Held-out bits per byte, lowest first: tmm "), summary["verdict"]
     root = out / "checkpoints" / "tmm"
     step = root / (root / "latest").read_text().strip()
     assert step.name == "step-00000006"
