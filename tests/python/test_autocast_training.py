@@ -1,5 +1,4 @@
-"""A training step of every zoo model (the C++ models and their drop-in
-mirrors) and every drop-in layer under CPU torch.autocast, bfloat16 and
+"""A training step of every zoo model and every drop-in layer under CPU torch.autocast, bfloat16 and
 float16, against the same step in float32: the loss and each gradient,
 every one against its own scale (tmm.testing.grad_errors: a small bias,
 norm or filter gradient cannot hide behind a large one), within the table's

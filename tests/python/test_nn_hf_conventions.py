@@ -1,6 +1,6 @@
 """HF-style conventions of the zoo's LMs: LMOutput by name
-and as a mapping, shift_labels, transformers.Trainer, and hooks on mirrored
-C++ parts refused with a pointer to tmm.nn."""
+and as a mapping, shift_labels, transformers.Trainer, hooks on every part
+and on the whole model, the config's keys as attributes."""
 import copy
 import pickle
 
