@@ -95,7 +95,7 @@ def test_two_gloo_processes_match_one_process(tmp_path, restore_threads):
 def test_compare_under_torchrun(tmp_path):
     out = tmp_path / "run"
     # --task-option n=4, not --n 4: torchrun's own parser rejects --n as an ambiguous prefix of its options.
-    args = ["--configs", str(REPO / "models" / "tmm-tiny.json"), "--task-option", "n=4", "--steps", "6",
+    args = ["--configs", str(REPO / "models" / "tmm-tiny.json"), "--task-option", "n=4", "--steps", "6", "--lr", "1e-3",
             "--batch-size", "4",
             "--eval-every", "3", "--eval-batches", "1", "--out", str(out), "--no-progress", "--checkpoint-every", "3"]
     env = dict(os.environ, OMP_NUM_THREADS="1")

@@ -94,7 +94,8 @@ class Zygote:
 
 
 def argv(out, checkpoint_every):
-    return ["--configs", str(REPO / "models" / "tmm-tiny.json"), "--n", "4", "--steps", str(STEPS), "--batch-size", "2",
+    return ["--configs", str(REPO / "models" / "tmm-tiny.json"), "--n", "4", "--steps", str(STEPS), "--lr", "1e-3",
+            "--batch-size", "2",
             "--eval-every", "10", "--eval-batches", "1", "--threads", "1", "--out", str(out), "--no-progress",
             "--checkpoint-every", str(checkpoint_every), "--resume"]
 

@@ -112,8 +112,8 @@ def test_resume_refuses_other_settings_or_model(tmp_path, restore_threads):
 
 def settings(out, **extra):
     configs = [str(REPO / "models" / f"{a}-tiny.json") for a in ("tmm", "transformer")]
-    return CompareSettings(**{**dict(configs=configs, n=4, steps=10, batch_size=2, eval_every=2, eval_batches=1,
-                                     threads=1, out=str(out), no_progress=True), **extra})
+    return CompareSettings(**{**dict(configs=configs, n=4, steps=10, batch_size=2, lr=1e-3, eval_every=2,
+                                     eval_batches=1, threads=1, out=str(out), no_progress=True), **extra})
 
 
 def metrics(out):
