@@ -1,20 +1,10 @@
 """tmm: Toeplitz MLP Mixers and the sub-quadratic models they are compared with.
 
-Importing tmm loads the native library (libtmm_torch) that registers the
-operators under ``torch.ops.tmm``; ``tmm.ops`` and ``tmm.nn`` wrap them.
-``tmm.models`` holds the C++ model zoo as ``torch.nn.Module`` objects;
-``tmm.text`` the tokenizers.
-
-The other public submodules (``tmm.hf``, ``tmm.train``, ``tmm.tasks``,
-``tmm.data``, ...) are attributes too, imported on first use, so that
-``import tmm`` stays light and ``tmm.hf.from_pretrained`` works without
-``import tmm.hf``.
-
-The pure-Python parts (``tmm.testing``, ``tmm.files``, ``tmm.tables``) also
-work from a source tree whose native module is not built (a machine that
-builds only libtmm_torch, like the GPU check): there ``import tmm`` succeeds,
-and the native parts raise an ImportError saying what is missing. A build
-for another torch is still an error at import.
+Importing tmm loads the native library (libtmm_torch), which registers the
+operators under ``torch.ops.tmm``; the other public submodules are attributes
+imported on first use. The pure-Python parts (``tmm.testing``, ``tmm.files``,
+``tmm.tables``) also work where the native module is not built. docs/install.md
+says what the package holds; README.md's docs table lists the guides.
 """
 import importlib
 

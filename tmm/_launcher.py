@@ -1,14 +1,11 @@
 #!python
-"""The `tmm` command on PATH, and where the installed C++ pieces are.
-
-In an installed package the folder tmm/ is also a CMake install prefix: the
-C++ tool bin/tmm, lib/libtmm_torch.so, include/tmm/ and the CMake package
-lib/cmake/tmm_torch/. setup.py installs this file twice: as the module
-tmm._launcher (for python -m tmm) and as the script `tmm` in the
-environment's bin/, which starts the C++ tool without importing torch first
-(seconds): it only looks up where this Python's torch is, checks that it is
-the release tmm was built against, and puts its libraries on the loader's
-path. Hence the standard library only, and no relative imports.
+"""The `tmm` command on PATH, and where the installed C++ pieces are (the
+package folder tmm/ is also a CMake install prefix: bin/tmm, lib/, include/tmm/,
+lib/cmake/tmm_torch/; docs/install.md, docs/cpp.md). setup.py installs this
+file as the module tmm._launcher (python -m tmm) and as the script `tmm`, which
+starts the C++ tool without importing torch (seconds): it finds this Python's
+torch, checks its release and puts its libraries on the loader's path. Hence
+the standard library only, and no relative imports.
 """
 import importlib.util
 import os

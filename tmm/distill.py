@@ -1,16 +1,11 @@
 """Distillation of TMM's and Hyena's long kernels into small state-space
-models, for constant-memory decoding (``method="distilled"``; docs/decoding.md).
-Thin over the C++ core (csrc/include/tmm/models/distill.h).
+models, for constant-memory decoding (``method="distilled"``), thin over the
+C++ core (csrc/include/tmm/models/distill.h): each kernel keeps its first
+``window`` taps exact and fits the tail with ``order`` damped modes.
+docs/decoding.md is the manual (the fit, what holds and fails, the costs).
 
     d = tmm.distill.distill(model, order=16, window=16)   # fits and attaches
-    d.kernel("blocks.0.mixer.weight")["error"]             # relative L2 error per kernel
-    out = model.generate(prompt, method="distilled")      # O((W + r) d) per token
     tmm.distill.save(d, checkpoint_dir)                   # distilled.{json,safetensors}
-
-Each kernel w[0..N) keeps its taps t < window exact and fits the tail as
-w[window + t] ~ sum_i Re(R_i lambda_i^t) with |lambda_i| < 1: a Hankel SVD
-(Kung's method) for the modes, least squares for the residues, then ``steps``
-Adam steps on the L2 error (the better fit kept per kernel).
 """
 import os
 

@@ -1,19 +1,9 @@
 """Files a program writes, written atomically and durably: a temporary file
 next to the target, flushed and fsynced, renamed over the target, and the
 folder fsynced, so that a reader (or a crash, or a SIGKILL at any instant)
-sees the old file or the new one, never half of one.
-
-    atomic_write_text(out / "summary.md", text)
-    atomic_write_json(out / "summary.json", obj)          # indent 2, default=str
-    atomic_savefig(fig, out / "plot.png", dpi=110)        # the format follows the suffix
-    atomic_write_bytes(path, data, mode="keep")           # keep the replaced file's permissions
-
-Permissions (``mode``): by default the new file gets what a plain ``open()``
-would give a new file (0o666 minus the umask), not the 0o600 of a
-``tempfile.mkstemp`` file; ``mode="keep"`` keeps the permissions of the file
-being replaced (the default's when there is none); an int sets them
-exactly. A killed writer leaves at most a ``.<name>.tmp*`` file beside the
-target, which the next write does not need removed.
+sees the old file or the new one, never half of one. A killed writer leaves
+at most a ``.<name>.tmp*`` file beside the target, which the next write does
+not need removed. Every writer takes ``mode`` (:func:`atomic_write_bytes`).
 """
 from __future__ import annotations
 
@@ -83,6 +73,11 @@ def _replacing(path, mode: Mode = None):
 
 
 def atomic_write_bytes(path, data: bytes, mode: Mode = None) -> None:
+    """``data`` as the file ``path``, atomically. ``mode``, the new file's
+    permissions: None gives what a plain ``open()`` gives a new file (0o666
+    minus the umask), not the 0o600 of a ``tempfile.mkstemp`` file; ``"keep"``
+    keeps those of the file being replaced (the default's when there is none);
+    an int sets them exactly. The other writers take the same ``mode``."""
     with _replacing(path, mode) as f:
         f.write(data)
 

@@ -1,13 +1,10 @@
 """The one progress bar of tmm's long jobs (training, benchmarks, experiments):
-tqdm on stderr, with rate and ETA.
+tqdm on stderr, with rate and ETA. ``initial`` counts work done before this
+bar (a resumed run), so it is not in the rate; ``enabled=False`` draws nothing
+(non-zero ranks, quiet runs).
 
     with Progress(total=1000, desc="tmm", unit="step") as bar:
-        for step in range(1000):
-            ...
-            bar.update(1, loss=f"{loss:.3f}")
-
-``initial`` counts work done before this bar (a resumed run), so it is not in
-the rate; ``enabled=False`` draws nothing (non-zero ranks, quiet runs).
+        bar.update(1, loss=f"{loss:.3f}")
 """
 from __future__ import annotations
 

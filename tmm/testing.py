@@ -1,29 +1,9 @@
 """What every test, check and benchmark of the causal Toeplitz op compares
-against, in one place: the pure-PyTorch references, the inputs, the error
-metric and the project's one tolerance table.
-
-Pure Python and torch: importable without the native build (``tmm._C``), so
-a machine that has built only libtmm_torch (the GPU check) uses it too.
-
-    from tmm.testing import make_inputs, causal_toeplitz_dense, assert_close
-    x, w, b, gy = make_inputs(2, 97, 8, 2, 3, N=100, dtype=torch.bfloat16)
-    assert_close(torch.ops.tmm.causal_toeplitz(x, w, b), causal_toeplitz_dense(x.double(), w.double(), b.double()))
-
-The references have the semantics, shapes and dtype behaviour of
-``torch.ops.tmm.causal_toeplitz``:
-
-    x:      B x L x C
-    weight: G x K x N   (N >= L, C % G == 0, 1 <= K <= C/G)
-    bias:   G x N, or None
-
-With Cg = C/G, g = c // Cg and lo = g*Cg:
-
-    y[b,t,c] = sum_{i<K} sum_{s<=t} weight[g,i,t-s] * x[b,s,c-(K-1)+i] + bias[g,t]
-
-where a source channel c-(K-1)+i below lo counts as zero. Tap i therefore
-reads x shifted by K-1-i channels to the right inside each group. Only the
-first L taps and L bias entries are used. The references are differentiable
-by autograd and return x's dtype; float16/bfloat16 are computed in float32.
+against, in one place: the pure-PyTorch references (the semantics, shapes and
+dtype behaviour of ``torch.ops.tmm.causal_toeplitz``, differentiable, 16-bit
+computed in float32), the inputs, the error metric and the project's one
+tolerance table (docs/ops.md: Definition, Accuracy). Pure Python and torch:
+importable without the native build, so the GPU check uses it too.
 """
 
 from __future__ import annotations

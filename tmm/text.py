@@ -1,18 +1,10 @@
-"""Tokenizers: text <-> token ids for the language models.
+"""Tokenizers: text <-> token ids for the language models. ``Tokenizer`` is the
+C++ ``tmm::text::Tokenizer`` (byte level, or a byte-level BPE tokenizer.json:
+the same ids from Python and C++); ``train_bpe`` trains a byte-level BPE with
+the ``tokenizers`` package. docs/tokenizers.md is the manual.
 
-``Tokenizer`` is the C++ ``tmm::text::Tokenizer`` (the same ids from Python
-and C++):
-
-    tok = tmm.text.Tokenizer.byte_level()          # ids = UTF-8 bytes, vocab_size 256
-    tok = tmm.text.Tokenizer.from_file("tokenizer.json")   # byte-level BPE (GPT-2, GPT-NeoX, Llama 3, ...)
-    ids = tok.encode("héllo")                      # list[int]; bytes are accepted too
-    ids = tok.encode("héllo", add_special_tokens=False)   # without e.g. Llama 3's <|begin_of_text|>
-    text = tok.decode(ids)                         # str; U+FFFD for ill-formed UTF-8
-    tok.pre_tokenize("héllo"), tok.token_bytes(ids[0]), tok.vocab_size, tok.kind
-
-``train_bpe`` trains a byte-level BPE with the ``tokenizers`` package and
-saves its tokenizer.json (``train_bpe_json`` returns the JSON text instead).
-See docs/tokenizers.md.
+    tok = tmm.text.Tokenizer.from_file("tokenizer.json")   # or Tokenizer.byte_level()
+    ids = tok.encode("héllo"); text = tok.decode(ids)
 """
 import os
 from collections.abc import Iterable

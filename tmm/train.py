@@ -1,117 +1,10 @@
-"""A small training loop for the experiment drivers (:mod:`lab.experiments`).
+"""The training loop of tmm's experiments and scripts/compare.py: AdamW with
+warm-up and linear decay, a NaN guard, gradient accumulation, autocast, DDP
+or FSDP2, periodic evaluation, and crash-safe checkpoints whose resume is
+bitwise the uninterrupted run on the CPU. docs/training.md is the manual
+(section 13: the loop step by step; section 7: the FLOPs estimate).
 
-    task = tmm.tasks.make("copy", n=32)
-    model = tmm.models.build(config)
-    result = tmm.train.train(model, task, TrainConfig(steps=300), log=print)
-
-What it does, in order, each step: set the learning rate (linear warm-up
-from 0 to ``lr`` over ``warmup`` steps, then linear decay to
-``min_lr_ratio * lr`` at ``steps``), draw a batch from the task (its own
-seeded ``torch.Generator``, always on the CPU, so that every device and
-world size sees the same data), ``loss = model(ids, labels=labels,
-shift_labels=False).loss`` (a task's labels are each position's own target),
-backward, clip the global gradient norm to ``grad_clip``, one AdamW step.
-With ``grad_accum`` = k the batch is processed in k micro-batches of
-``batch_size / k`` rows (per process), their gradients summed before the
-step, each micro-batch's loss weighted by its share of the batch's labelled
-tokens: the step of the whole batch, to float rounding, in a k-th of the
-activation memory.
-A task with a positioned stream (``task.batch_at``, e.g. ``shards``: token
-shards read in a seeded order) is read at the stream position instead
-(``step * batch_size`` windows in), each rank reading only its rows.
-
-Numerical guard (``nan_guard``, on by default): the loss is checked before
-backward, every gradient before clipping and every parameter after the
-optimizer step; the first non-finite one stops training with
-:class:`NonFiniteError`, whose message names the step and the tensor (the
-loss, or the parameter by name, the first in ``model.named_parameters()``
-order).
-
-Checkpoints (``checkpoint_dir`` and ``checkpoint_every``): every N steps and
-at the end, rank 0 writes the model, the optimizer, the step, every RNG
-state (Python, NumPy, torch, the task's data stream), the stream position
-(``data_position``, for a ``batch_at`` task) and the metrics so far
-with :mod:`tmm.train_checkpoints` (crash-safe). With ``resume=True`` training
-continues from the newest checkpoint there; on the CPU the continued run is
-bitwise the uninterrupted one (same losses, same parameters). Restored rows
-are in the result but are not passed to ``log`` again.
-
-Distributed: when ``torch.distributed`` is initialised with more than one
-process (``torchrun``), the model is wrapped in ``DistributedDataParallel``
-(which works on the C++ models: their parameters are ordinary tensors to
-autograd), every rank draws the same global batch of ``batch_size`` and
-trains on its contiguous shard (``batch_size`` must divide by the world
-size), each shard's loss weighted by its share of the labelled tokens so
-that the averaged gradient is the global batch's. A ``batch_at`` task gives
-each rank only its shard of the global batch (the same rows). Only rank 0 evaluates,
-logs, shows progress and writes checkpoints; rows are empty on other ranks.
-
-Evaluation (at step 0, every ``eval_every`` steps and at the last step) runs
-the model in eval mode without gradients over a fixed held-out set of
-``eval_batches`` batches, drawn once from a generator seeded differently from
-the training stream, and reports the mean loss and the task's accuracy
-(``task.accuracy``), averaged over the batches.
-
-Each evaluation gives ``log`` one dict row::
-
-    step, tokens, wall_s, train_loss, eval_loss, eval_acc, flops_est, lr, tokens_per_s, mfu
-
-``tokens`` counts every input token processed by training steps
-(``steps * batch_size * seq_len``); ``wall_s`` is the time spent in training
-steps only (evaluation excluded, so that curves against wall-clock compare
-the architectures' training speed); ``train_loss`` is the mean training loss
-since the previous row; ``tokens_per_s`` the training tokens per second of
-wall-clock time in training steps since the previous row (all processes
-together), ``mfu`` the model FLOPs utilisation over that interval: the
-estimate below times ``tokens_per_s``, over the peak FLOP/s of all
-processes' devices (``peak_flops`` per device, or :func:`peak_flops` for the
-GPUs in its table; None when unknown, e.g. on a CPU).
-
-Precision (``precision``): ``bfloat16`` and ``float16`` run each forward
-under ``torch.autocast`` (parameters, gradients and optimizer state stay
-float32); ``float16`` also scales the loss with a ``torch.amp.GradScaler``
-(a step whose gradients overflowed is skipped and the scale lowered, as the
-scaler does, instead of stopping the guard; the scaler's state is in the
-checkpoints). ``compile``: ``torch.compile`` of the forward.
-``activation_checkpointing``: each block is recomputed in backward
-(``torch.utils.checkpoint``) instead of keeping its activations. ``fsdp``:
-FSDP2 (``torch.distributed.fsdp.fully_shard`` on each block, then on the
-model) instead of DDP; parameters, gradients and optimizer state are sharded
-over the processes, every rank evaluates (the forward gathers the
-parameters) and rank 0 logs; its checkpoints hold the shards
-(torch.distributed.checkpoint) and the gathered model.
-
-FLOPs estimate (:func:`flops_per_token`), per trained token, forward +
-backward (3x the forward):
-  - ``6 * P``, P the parameters applied to every token as weights (forward
-    2P, backward 4P): every parameter except the input embedding (a lookup;
-    a tied table is counted once, as the output head) and TMM's Toeplitz
-    vectors and masked matrices (counted in the mixing term). Norms, biases
-    and Hyena's filter MLP (run at every position of a sequence) are counted
-    like weights;
-  - plus ``3 * n_layers`` times each architecture's sequence-mixing forward
-    FLOPs per token:
-  - transformer: ``4 * keys * n_heads * head_dim``, keys the mean number of
-    positions a query attends to (``(L + 1) / 2`` for full causal attention,
-    fewer with a window): a multiply-add per key and channel in Q K^T and
-    in A V;
-  - tmm, hyena: the FFT long convolution (``tmm.ops.causal_toeplitz``,
-    transform size ``n = max(4, next_pow2(2L - 1))``), a real FFT at
-    ``2.5 * n * log2(n)`` FLOPs: per sequence one forward and one inverse
-    transform per channel (d) plus one per kernel vector (tmm: heads x
-    kernel taps, twice for the ``expanded`` mixer; hyena: one filter per
-    channel), over L tokens; the pointwise products are left out, like
-    every elementwise operation. TMM's ``masked`` mixer is a dense causal
-    matrix instead: ``(L + 1) * d``;
-  - mamba2: the chunked SSD scan (chunks of ``Q = min(chunk_size, L)``),
-    per token ``2 * Q * (ngroups * d_state + d_inner)`` inside the chunk
-    (the scores C B^T, shared by the heads of a group, and their product
-    with x over every head) plus ``4 * d_inner * d_state`` (each chunk's
-    state and its read-out); the chunks' state passing, O(L / Q) per token,
-    is left out.
-It is an estimate for comparing architectures at one scale, not a count of
-what the kernels execute; tests/python/test_flops.py checks it against a
-count taken from each model's own layer shapes.
+    result = tmm.train.train(model, tmm.tasks.make("copy", n=32), TrainConfig(steps=300), log=print)
 """
 from __future__ import annotations
 
@@ -210,8 +103,8 @@ def _mean_attended(L: int, window: int) -> float:
 
 
 def flops_per_token(config: dict, num_params: int, seq_len: int) -> float:
-    """Estimated training FLOPs per token (forward + backward); see the module
-    docstring for the formula."""
+    """Estimated training FLOPs per token (forward + backward); docs/training.md,
+    section 7, has the formula."""
     arch = config.get("arch")
     d = int(config.get("d_model", 0))
     layers = int(config.get("n_layers", 0))

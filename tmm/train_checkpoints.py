@@ -1,37 +1,10 @@
 """Training checkpoints: everything needed to continue a run exactly where it
-stopped (``tmm.train.train`` with ``TrainConfig(checkpoint_dir=..., resume=True)``).
-
-A checkpoint folder holds one sub-folder per saved step and a pointer::
-
-    ckpt/
-      latest                  the name of the newest complete checkpoint ("step-00000120\\n")
-      step-00000100/          the one before it, kept until a newer one is complete
-      step-00000120/
-        config.json           \\ the model: the ordinary checkpoint (model.save /
-        model.safetensors     /  tmm.models.load / C++ load_checkpoint)
-        optimizer.safetensors the optimizer's state tensors ("state.<index>.<key>")
-        dcp/                  (instead, a sharded FSDP2 run: the model's and optimizer's shards,
-                              torch.distributed.checkpoint's files; model.safetensors is then
-                              the gathered model, for serving)
-        rng.safetensors       the torch generators' states (global CPU, CUDA, the task's data stream)
-        state.json            step, metrics so far, per-step losses, optimizer
-                              param_groups, Python and NumPy RNG states, the
-                              training config, the parameter names in optimizer order
-
-Crash safety (a SIGKILL at any instant leaves a loadable checkpoint): a step is
-written into a hidden temporary folder, every file and the folder are fsynced,
-the folder is renamed to ``step-XXXXXXXX``, and only then is ``latest``
-replaced (temporary file, fsync, ``os.replace``). Older step folders are
-deleted after that (renamed to ``.del-*`` first), keeping ``keep`` of them.
-Every ``step-*`` folder is therefore complete, and ``latest`` always names
-one. A killed writer leaves at most a ``.tmp-*`` or ``.del-*`` folder or a
-``.latest.tmp*`` file (removed by the next save), a step folder newer than
-``latest`` (replaced when that step is saved again) or one old folder too
-many (deleted by the next save).
-
-``TMM_CHECKPOINT_WRITE_DELAY_S`` (seconds, a testing hook) sleeps between the
-files of a checkpoint, so that tests can kill a process in the middle of a
-write.
+stopped (``tmm.train.train`` with ``TrainConfig(checkpoint_dir=..., resume=True)``):
+one ``step-*`` folder per saved step and a ``latest`` pointer, written so that
+a SIGKILL at any instant leaves a loadable checkpoint.
+``TMM_CHECKPOINT_WRITE_DELAY_S`` (seconds, a testing hook) sleeps between a
+checkpoint's files. docs/training.md, section 13, has the folder's layout and
+why every state a killed writer leaves is safe.
 """
 from __future__ import annotations
 
@@ -185,8 +158,8 @@ def _distributed_state(model, optimizer):
 
 def save(root, step: int, model, optimizer, state: dict, generators: Optional[dict] = None, keep: int = 2,
          sharded: bool = False, files: Optional[dict] = None) -> Path:
-    """Writes the checkpoint of ``step`` into ``root`` (see the module
-    docstring) and returns its folder. ``state`` is any JSON-able dict
+    """Writes the checkpoint of ``step`` into ``root`` (docs/training.md,
+    section 13) and returns its folder. ``state`` is any JSON-able dict
     (metrics, counters); ``generators`` are ``torch.Generator`` s whose
     states are saved by name; ``files`` ({file name: text}) are written
     beside them. Keeps the ``keep`` (>= 1) newest checkpoints.

@@ -3,7 +3,7 @@ layer shapes: the formula reads the config, the count below reads the built
 model's parameters (and, for what has no shape, its resolved config), so a
 formula that misreads a config key, a default or a layer's width fails here.
 
-The count follows the estimate's stated conventions (tmm/train.py): forward
+The count follows the estimate's stated conventions (docs/training.md, section 7): forward
 FLOPs per token are 2 per parameter applied to every token (the input
 embedding lookup and TMM's Toeplitz vectors excluded) plus the sequence
 mixing, and training is 3x the forward."""

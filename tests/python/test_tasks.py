@@ -136,7 +136,7 @@ def test_options_from_strings():
 
 
 def test_mqar_zoology_example_layout():
-    # the docstring's (and Zoology's) example: K = 2, L = 16, vocab = 12
+    # docs/training.md's (and Zoology's) example: K = 2, L = 16, vocab = 12
     task = tasks.make("mqar", num_kv_pairs=2, seq_len=16, vocab=12, random_non_queries=False)
     x, y = task.batch(200, gen())
     keys, values = x[:, 0:4:2], x[:, 1:4:2]

@@ -1,23 +1,11 @@
-"""Real text for the language-modelling task: the corpora (the tokenizers
-are tmm.text's; :mod:`tmm.data.lm_tokenizer` adapts them to the task).
+"""Real text for the language-modelling task: the default corpus (the King
+James Bible from Debian packages, written once under ``$TMM_CACHE/corpora/``)
+and text, JSONL and Parquet files or folders of them, read whole or streamed
+(the tokenizers are tmm.text's; :mod:`tmm.data.lm_tokenizer` adapts them).
 
-    path = default_corpus()                  # the King James Bible, from Debian packages
-    docs = read_documents(path)              # or a .txt / .jsonl / .parquet file, or a folder of them
-    for doc in iter_documents(path): ...     # the same, streamed (a corpus larger than memory)
+    docs = read_documents(default_corpus())      # or iter_documents(path), streamed
 
-The default corpus is the King James Version of the Bible (public domain,
-about 4.1 MB of English prose), installed by the Debian packages
-``bible-kjv`` (the ``bible`` program) and ``bible-kjv-text`` (its compressed
-text), which ``scripts/_env.sh`` installs. The first use writes it as plain
-text to ``$TMM_CACHE/corpora/kjv.txt`` (``TMM_CACHE`` defaults to
-``~/.cache/tmm``): one verse per line without its number, a heading line
-("Genesis 1") and a blank line before each chapter. Nothing is downloaded.
-
-Files (:func:`read_documents`): ``.jsonl`` (one JSON object per line, its
-``text`` field a document: the FineWeb-edu layout), ``.parquet`` (the
-``text`` column; needs ``pyarrow``), anything else read as UTF-8 text (one
-document). A folder is read as its files of those kinds, in sorted order
-(FineWeb-edu's shards).
+docs/training.md, section 1, has the formats and the default corpus.
 """
 from __future__ import annotations
 
@@ -61,8 +49,8 @@ def kjv_to_text(raw: str) -> str:
 
 
 def default_corpus() -> Path:
-    """The path of the default corpus (written on first use; see the module
-    docstring). Raises FileNotFoundError naming the Debian packages when they
+    """The path of the default corpus (written on first use; docs/training.md,
+    section 1). Raises FileNotFoundError naming the Debian packages when they
     are not installed."""
     path = cache_dir() / "corpora" / "kjv.txt"
     if path.is_file() and path.stat().st_size > 0:

@@ -1,31 +1,11 @@
-"""Training windows streamed from token shards.
+"""Training windows streamed from token shards (:class:`ShardLoader`):
+windows of ``seq_len + 1`` tokens every ``seq_len`` tokens of a shard, each
+epoch in a seeded order, each rank its contiguous block of the global batch,
+the whole state one counter (``position``), one batch in memory whatever the
+corpus size. docs/training.md, section 3, is the manual.
 
-    loader = ShardLoader("shards/", seq_len=512, batch_size=16, seed=0)    # rank, world_size from torch.distributed
-    for inputs, targets in loader: ...           # int64 batch_size x seq_len; targets = inputs shifted by one
-    state = loader.state_dict()                  # {"position": ..., ...}: where the stream is
-    loader.load_state_dict(state)                # continues with exactly the batches that followed
-
-Windows: each shard of n tokens holds ``(n - 1) // seq_len`` windows of
-``seq_len + 1`` tokens starting every ``seq_len`` tokens (neighbours share
-one token: the last target of one is the first input of the next, so every
-token but a shard's first is a target once per epoch). Windows never span
-two shards. They are numbered across the shards in order.
-
-Order: epoch e visits every window once, in the permutation
-:func:`tmm.data.window_order.window_at` gives for (seed, e); epochs follow
-each other without a gap (a batch may straddle two). The stream is the
-sequence of windows at global positions 0, 1, 2, ...; a step's global batch
-is the next ``batch_size * world_size`` positions, of which rank r takes the
-r-th contiguous block of ``batch_size`` (the rows a single process would
-give that rank of the same global batch). So ranks are disjoint, together
-they cover each epoch, and the one counter ``position`` (windows consumed
-by all ranks) is the whole state: it is valid for any world size with the
-same global batch.
-
-Memory: the index is O(number of shards); each batch maps the shards it
-reads (``np.memmap``), copies its windows out and unmaps them, so the
-process holds one batch, whatever the corpus size (the page cache, which the
-kernel reclaims, holds what was read).
+    loader = ShardLoader("shards/", seq_len=512, batch_size=16, seed=0)
+    inputs, targets = next(loader)               # int64 batch_size x seq_len
 """
 from __future__ import annotations
 
@@ -123,7 +103,7 @@ def rank_window_ids(position: int, global_batch: int, rank: int, world_size: int
 
 
 class ShardLoader:
-    """This rank's batches of training windows (see the module docstring):
+    """This rank's batches of training windows (docs/training.md, section 3):
     an endless iterator of ``(inputs, targets)``, int64 tensors
     ``batch_size x seq_len`` on the CPU (``targets`` = the window shifted by one).
 

@@ -1,30 +1,11 @@
-"""A corpus tokenised into token shards (:mod:`tmm.data.shard_format`), in
-parallel worker processes, resumable after a kill.
+"""A corpus tokenised into token shards (:mod:`tmm.data.shard_format`) by
+parallel worker processes, resumable after a kill (``manifest.json`` records
+the settings and the finished chunks; a restart gives the bytes of an
+uninterrupted run). The shards hold the ``lm`` task's two token streams.
 
     manifest = prepare_corpus("fineweb-edu/", "shards/", tokenizer="bpe", vocab=8192, workers=8)
 
-The corpus (a text / JSONL / Parquet file or a folder of them, read with
-:func:`tmm.data.corpus.iter_documents`) is cut into sections exactly as the
-``lm`` task cuts it (:func:`tmm.tasks.lm.split_sections`: documents joined
-by a blank line, sections of at most ``section_bytes``), and section i is
-held out when ``i % stride == stride - 1`` (``stride = round(1 /
-eval_fraction)``), so the shards hold the ``lm`` task's two token streams:
-``train-*.tok`` concatenated is ``tmm.tasks.make("lm", ...).train_ids``,
-``val-*.tok`` its ``eval_ids`` (same tokenizer, same options).
-
-Consecutive sections are grouped into chunks of about ``shard_bytes`` bytes
-of text; chunk k becomes ``train-k.tok`` and ``val-k.tok`` (5 digits),
-tokenised by a worker and written atomically. ``manifest.json`` (written
-atomically after each chunk) records the settings and the finished chunks:
-a restart after a kill skips them and redoes the rest, giving the same bytes
-as an uninterrupted run; a restart with other settings is an error naming
-them. A shard on disk that the manifest does not list (killed between the
-two writes) is written again; a killed write's temporary file is removed.
-
-Tokenizers: ``"byte"``; ``"bpe"``, trained first on the first
-``bpe_sample_bytes`` of the training sections (``vocab`` tokens, the ``lm``
-task's trainer); or the path of a tokenizer.json. A BPE is saved as
-``tokenizer.json`` beside the shards (a restart reuses it).
+docs/training.md, section 1, is the manual.
 """
 from __future__ import annotations
 
@@ -176,7 +157,7 @@ def prepare_corpus(corpus, out, *, tokenizer="byte", vocab=None, bpe_sample_byte
                    shard_bytes=64 << 20, section_bytes=16384, eval_fraction=0.05, max_bytes=0,
                    workers=None, progress=True, log=print) -> dict:
     """Writes the token shards of ``corpus`` (None: the default corpus) into
-    the folder ``out`` (see the module docstring) and returns the manifest."""
+    the folder ``out`` (docs/training.md, section 1) and returns the manifest."""
     for name, value, low in (("shard_bytes", shard_bytes, 1), ("section_bytes", section_bytes, 16),
                              ("max_bytes", max_bytes, 0), ("bpe_sample_bytes", bpe_sample_bytes, 1)):
         _check_int(name, value, low)

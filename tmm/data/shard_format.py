@@ -1,20 +1,7 @@
-"""The token shard file: a 32-byte little-endian header, then the tokens.
-
-    offset  size  field
-    0       8     magic b"TMMTOKS\\0"
-    8       4     format version (uint32, 1)
-    12      4     dtype code (uint32): the bytes per token, 2 (uint16) or 4 (uint32)
-    16      8     token count (uint64)
-    24      8     reserved, zero
-    32      ...   the tokens, count x dtype, little-endian
-
-uint16 when every id fits (vocabulary <= 65536), else uint32. The file is
-exactly ``32 + count * bytes_per_token`` bytes long. Readable with nothing
-but NumPy (docs/training.md)::
-
-    header = np.fromfile(path, dtype=HEADER_DTYPE, count=1)[0]
-    tokens = np.memmap(path, dtype="<u2" if header["dtype"] == 2 else "<u4", mode="r",
-                       offset=32, shape=(int(header["count"]),))
+"""The token shard file: a 32-byte little-endian header (magic
+``b"TMMTOKS\\0"``, format version, bytes per token, token count, reserved),
+then the tokens as uint16 or uint32. docs/training.md, section 2, has the
+byte layout and a reader that needs nothing but NumPy.
 """
 from __future__ import annotations
 

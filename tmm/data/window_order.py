@@ -1,14 +1,9 @@
 """The order in which an epoch visits ``n`` windows: a pseudo-random
-permutation of ``range(n)`` that is a pure function of (seed, epoch, n),
-evaluated at any position in O(1) memory (nothing of size n is built).
+permutation of ``range(n)``, a pure function of (seed, epoch, n), evaluated
+at any position in O(1) memory (a 6-round Feistel network, cycle-walked into
+range; docs/training.md, section 3).
 
     window_at(positions, n, seed, epoch)     # the windows at those places of the epoch's order
-
-It is a Feistel network on the smallest even-bit power of two >= n (6
-rounds, a SplitMix64-style round function, round keys from NumPy's
-``SeedSequence([seed, epoch])``, whose output NumPy keeps stable), made a
-permutation of ``range(n)`` by cycle-walking: a value >= n is encrypted
-again until it falls below n (the domain is < 4n, so few walks).
 """
 from __future__ import annotations
 

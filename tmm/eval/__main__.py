@@ -1,16 +1,11 @@
 """lm-eval's own command line with the ``tmm`` model type loaded:
 
-    python -m tmm.eval --model tmm --model_args pretrained=CKPT_DIR --tasks arc_easy,hellaswag --batch_size 16
-    python -m tmm.eval run --model tmm --model_args pretrained=CKPT_DIR,tokenizer=shards/ --tasks mytask \\
-        --include_path my_tasks/ --output_path results/eval
-    python -m tmm.eval ls tasks
-
+    python -m tmm.eval --model tmm --model_args pretrained=CKPT_DIR --tasks arc_easy --batch_size 16
     torchrun --nproc_per_node 2 -m tmm.eval --model tmm --model_args pretrained=CKPT_DIR --tasks hellaswag
 
-Every flag and sub-command is the harness's (``lm-eval --help``); this only
-imports :mod:`tmm.eval.harness` first, which registers ``tmm``, and under
-torchrun (WORLD_SIZE > 1) initialises the process group (nccl with GPUs, else
-gloo), over which the ranks split the requests (tmm.eval.harness says how).
+Every flag and sub-command is the harness's; this imports tmm.eval.harness
+first and, under torchrun (WORLD_SIZE > 1), initialises the process group
+(nccl with GPUs, else gloo). docs/training.md, section 11.
 """
 import os
 import sys

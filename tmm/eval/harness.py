@@ -1,52 +1,11 @@
 """The ``tmm`` model type of EleutherAI's lm-eval harness (importing this
-module registers it).
+module registers it): :class:`TMMLM`, with loglikelihood, rolling
+loglikelihood and generate_until batched through the zoo model's C++ forward
+and decoder, split over the ranks of an initialised torch.distributed group.
 
-    import tmm.eval.harness
-    import lm_eval
     lm_eval.simple_evaluate(model="tmm", model_args="pretrained=CKPT_DIR,batch_size=16", tasks=["hellaswag"])
-    lm_eval.simple_evaluate(model=tmm.eval.harness.TMMLM(pretrained=model, tokenizer="byte"), tasks=[...])
 
-``model_args`` (lm-eval's ``key=value,...`` string, or a dict):
-
-- ``pretrained`` (required): a tmm checkpoint folder (``model.save``:
-  config.json + model.safetensors), a training checkpoint folder of
-  ``tmm.train`` / ``scripts/compare.py --checkpoint-every`` (the one holding
-  ``latest``, or one ``step-*`` in it), a HuggingFace folder
-  ``tmm.hf.from_pretrained`` reads, or (from Python) a built model.
-- ``tokenizer``: ``byte``, a ``tokenizer.json``, a folder holding one, or a
-  token-shard folder (``scripts/prepare_corpus.py --out``: its tokenizer).
-  Default: the checkpoint folder's ``tokenizer.json``; else, for a checkpoint
-  inside a ``scripts/compare.py`` run, the tokenizer of the run's task
-  (``shards``: the shard folder's; ``lm`` with the byte tokenizer); else the
-  byte-level tokenizer when the model's vocabulary is 256 or less.
-- ``device`` (default: cuda when available, else cpu), ``dtype`` (float32,
-  bfloat16, float16; default float32), ``batch_size`` (rows per forward;
-  ``auto``: as many as fit 32,768 tokens, at most ``max_batch_size``),
-  ``max_length`` (default: the model's ``max_len``), ``max_gen_toks``
-  (default 256), ``eot_token`` (the text of the end-of-text token: default
-  ``<|endoftext|>`` when the tokenizer has it, else a newline, the separator
-  tmm's corpora put between documents), ``method`` (the decoder's: auto,
-  cached, fast, recompute).
-
-Loglikelihoods: each (context, continuation) is the token list
-``context + continuation`` cut on the left to ``max_length + 1`` tokens;
-requests are sorted by length (longest first) and batched, right-padded
-(every zoo model is causal: padding after a row does not change its
-logits); the continuation's log-probabilities come from a float32
-log-softmax of the model's logits at its positions. ``is_greedy`` is whether
-every continuation token is the argmax. Rolling loglikelihoods use the
-harness's own disjoint windows of ``max_length`` tokens. Generation runs the
-zoo model's C++ ``generate`` (batched, greedy unless ``do_sample`` and a
-temperature are given), prompts cut on the left to leave ``max_gen_toks``
-of room, stopping when every sequence has produced one of ``until``;
-the text is cut at the first stop string. A model without ``generate`` (a
-``tmm.nn`` model) decodes greedily by recomputing the forward.
-
-Data parallel: under an initialised torch.distributed group (torchrun: ``python
--m tmm.eval`` initialises one, gloo on CPUs, nccl on GPUs, each rank on the
-GPU of its LOCAL_RANK) each rank evaluates its part of the requests (the
-harness gives rank r every world-th document) and rank 0 gathers the
-per-document results and computes the metrics, as one process would.
+docs/training.md, section 11, is the manual (every model_args key and its default).
 """
 from __future__ import annotations
 
@@ -94,7 +53,7 @@ def _checkpoint_folder(path: Path) -> Path:
 
 
 def load_model(pretrained, device=None, dtype=None):
-    """(model in eval mode, its folder or None) from a folder (see the module docstring) or a built model."""
+    """(model in eval mode, its folder or None) from a folder (docs/training.md, section 11) or a built model."""
     if isinstance(pretrained, torch.nn.Module):
         model, folder = pretrained, None
         if device is not None or dtype is not None:
@@ -139,7 +98,7 @@ def _run_task_tokenizer(model_folder: Path):
 
 def load_tokenizer(spec, model_folder=None, vocab_size=None):
     """A ``tmm.text.Tokenizer`` from ``spec`` (``byte``, a tokenizer.json, a folder holding one, a shard
-    folder, a Tokenizer) or, when None, found for the model (see the module docstring)."""
+    folder, a Tokenizer) or, when None, found for the model (docs/training.md, section 11)."""
     from .. import text
 
     if isinstance(spec, text.Tokenizer):
@@ -180,7 +139,7 @@ def _as_int(value, name):
 
 @register_model("tmm")
 class TMMLM(TemplateLM):
-    """A tmm model for lm-eval (see the module docstring for the arguments)."""
+    """A tmm model for lm-eval (docs/training.md, section 11, has the arguments)."""
 
     backend = "causal"
 

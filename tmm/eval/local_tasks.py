@@ -1,21 +1,11 @@
 """Local lm-eval tasks from a corpus's held-out text, for evaluating small
-models offline (the end-to-end run of docs/training.md): no download.
+models offline, with no download: ``verse_choice`` (which of 4 second halves
+follows a line's first half), ``verse_next_word`` (the next word, generated)
+and ``verse_ppl`` (rolling perplexity), from the lines of the ``lm`` task's
+held-out sections. docs/training.md has their definitions (section 11) and a
+run (section 12).
 
-    folder = tmm.eval.local_tasks.write_verse_tasks("tasks/")      # the default corpus's held-out lines
-    python scripts/evaluate.py CKPT --tasks verse_choice,verse_next_word,verse_ppl --include-path tasks/
-
-The lines are those of the ``lm`` task's held-out sections (every 20th
-section of 16 KiB, ``tmm.tasks.lm.split_sections``), so a model trained on
-the corpus's training split (or its shards) has not seen them. Each line of
-at least 8 words gives:
-
-- ``verse_choice`` (multiple_choice, acc and acc_norm; chance 1/4): its
-  first half, then which of 4 second halves (its own and three other lines')
-  follows;
-- ``verse_next_word`` (generate_until a space or newline, exact_match): its
-  first half, then the next word;
-- ``verse_ppl`` (loglikelihood_rolling: word and byte perplexity, bits per
-  byte): the whole line.
+    folder = tmm.eval.local_tasks.write_verse_tasks("tasks/")
 """
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
-"""The tmm operators, callable from Python and reachable as torch.ops.tmm.*.
-
-``causal_toeplitz(x, weight, bias=None)`` mixes a B x L x C tensor along L
-with causal Toeplitz matrices (learned long convolutions): see
-docs/ops.md for the math. Autograd, torch.compile and opcheck all work; the
-backward is its own op, ``torch.ops.tmm.causal_toeplitz_backward``.
-
-Which kernels run: ``path(name)`` forces a kernel path inside a ``with``
-block (``get_path()`` / ``set_path()`` read and set it outside one), and
-``cpu_capability()`` says which instruction set the CPU kernels use.
+"""The tmm operators, callable from Python and reachable as torch.ops.tmm.*:
+``causal_toeplitz(x, weight, bias=None)`` mixes a B x L x C tensor along L with
+causal Toeplitz matrices (learned long convolutions; autograd, torch.compile
+and opcheck work, the backward is ``torch.ops.tmm.causal_toeplitz_backward``).
+``path(name)`` forces a kernel path in a ``with`` block (``get_path()`` /
+``set_path()`` outside one); ``cpu_capability()`` names the CPU kernels'
+instruction set. docs/ops.md is the manual.
 """
 import contextlib
 import warnings

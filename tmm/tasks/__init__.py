@@ -1,50 +1,11 @@
-"""Synthetic sequence tasks: seeded generators of (input_ids, labels) batches.
-
-    import torch, tmm.tasks
-    task = tmm.tasks.make("copy", n=64)              # or "mqar"; tmm.tasks.names()
-    g = torch.Generator().manual_seed(0)
-    input_ids, labels = task.batch(32, g)            # B x task.seq_len, int64
-    logits = model(input_ids)                        # B x seq_len x V, V >= task.vocab_size
-    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
-    acc = task.accuracy(logits, labels)
-
-Every task shares one contract (:class:`Task`):
-
-- ``input_ids`` and ``labels`` are int64 tensors of shape ``batch x seq_len``
-  on the generator's device; the ids lie in ``[0, task.vocab_size)``, so a
-  model built with ``vocab_size >= task.vocab_size`` can read them.
-- ``labels`` are already aligned for next-token prediction: ``labels[b, t]``
-  is the target for the logits the model produces at position ``t`` (having
-  read ``input_ids[b, :t+1]``). Positions that are not scored hold -100
-  (``IGNORE_INDEX``, the default ``ignore_index`` of ``F.cross_entropy``).
-  Do not shift them again.
-- A batch depends only on the generator's state: the same seed gives the
-  same batches, in the same order, on every machine.
-- ``task.accuracy(logits, labels)`` is the argmax accuracy over the labelled
-  positions (the authors' copy metric; Zoology's MQAR metric).
-- ``task.options`` is the dict of resolved options (JSON-serialisable), so
-  ``make(task.name, **task.options)`` rebuilds the same task.
-
-The tasks:
-
-- ``copy`` (:mod:`tmm.tasks.copy`): n tokens written twice; labels on the
-  second copy only.
-- ``mqar`` (:mod:`tmm.tasks.mqar`): Zoology's multi-query associative recall.
-- ``lm`` (:mod:`tmm.tasks.lm`): language modelling on real text (packed
-  windows of a byte-level or BPE-tokenised corpus).
-- ``shards`` (:mod:`tmm.tasks.shards`): language modelling on token shards
-  (:mod:`tmm.data`), streamed in a seeded order.
-
-A task may also define ``eval_batch(batch_size, generator)`` (batches of a
-held-out split, used for evaluation instead of ``batch``) and
-``eval_metrics(eval_loss, eval_set) -> dict`` (extra numbers for each
-evaluation row, e.g. ``lm``'s bits per byte).
-
-A task may also define ``batch_at(position, batch_size, rank, world_size)``:
-a training stream addressed by position (``shards``). The training loop
-then reads global batch k at position ``k * batch_size``, each rank only its
-rows, and saves the position in its checkpoints, instead of drawing batches
-from its generator.
+"""Tasks: seeded generators of (input_ids, labels) batches for tmm.train,
+built by name (``make("copy", n=64)``, :func:`names`): ``copy`` and ``mqar``
+(synthetic), ``lm`` (a corpus) and ``shards`` (token shards). Every task
+keeps the :class:`Task` contract: int64 ``batch x seq_len`` tensors, labels
+already aligned to each position's logits (-100 where not scored; do not
+shift them again), batches a pure function of the generator's state.
+docs/training.md, section 14, is the manual: the contract, each task's layout
+and options.
 """
 import importlib
 import math
@@ -83,7 +44,7 @@ class Task:
 
     def batch(self, batch_size: int, generator: torch.Generator):
         """``(input_ids, labels)``: two int64 tensors ``batch_size x seq_len``
-        on ``generator.device``. See the module docstring for the layout."""
+        on ``generator.device``. docs/training.md, section 14, has each task's layout."""
         raise NotImplementedError
 
     @staticmethod

@@ -1,39 +1,8 @@
-"""The copy task (the authors' definition of information retention).
-
-An example is n tokens ``a_0 .. a_{n-1}`` written twice; the model reads the
-whole ``2n``-token sequence causally and is scored only on the second copy::
-
-    position  0    1   ..  n-2      n-1    n    n+1  ..  2n-2      2n-1
-    input     a_0  a_1 ..  a_{n-2}  a_{n-1} a_0 a_1  ..  a_{n-2}   a_{n-1}
-    label     -100 -100 .. -100     a_0    a_1  a_2  ..  a_{n-1}   -100
-
-``labels[t] = input[t + 1]`` for ``t`` in ``[n-1, 2n-2]`` (the logits at the
-position before token i of the second copy predict that token), -100
-elsewhere: n scored positions per example. The first scored position
-(``t = n-1``) has to recall ``a_0`` from n positions back without having seen
-any of the second copy: the task measures how much of the first half the
-model carries forward, exactly as the authors' labels (the input with its
-first half masked, shifted by the usual next-token shift) do.
-
-Options (``tmm.tasks.make("copy", **options)``):
-
-- ``n`` (int, default 64): tokens per copy; ``seq_len = 2 * n``. The paper
-  uses n = 512 (a 1024-token input).
-- ``source`` (str, default ``"random"``): ``"random"``: tokens drawn i.i.d.
-  uniformly from ``vocab`` symbols; ``"text"``: n consecutive bytes of the
-  file ``path`` taken at a uniformly random offset (byte-level ids 0..255, so
-  ``vocab`` is 256), the "text" variant of the authors' copy experiments.
-- ``vocab`` (int, default 16): the number of symbols for ``source="random"``.
-- ``offset`` (int, default 0): the ids are ``offset + symbol``, i.e. they lie
-  in ``[offset, offset + vocab)``, and ``task.vocab_size = offset + vocab``.
-  Use it to keep some low ids free (e.g. for special tokens) or to put the
-  symbols anywhere inside a larger model vocabulary; the model's
-  ``vocab_size`` must be at least ``task.vocab_size``.
-- ``path`` (str, default: the default corpus of :mod:`tmm.data.corpus`):
-  the text file for ``source="text"`` (read through a memory map; must hold
-  at least n bytes).
-
-Chance accuracy (a uniform guess among the symbols) is ``1 / vocab``.
+"""The copy task (the authors' definition of information retention): n tokens
+written twice, scored on the second copy only (``labels[t] = input[t + 1]``
+for t in [n-1, 2n-2]: the first scored position recalls a_0 from n positions
+back), the tokens random symbols or bytes of a text. docs/training.md,
+section 14, has the layout and the options.
 """
 import os
 

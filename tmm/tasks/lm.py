@@ -1,44 +1,9 @@
 """Language modelling on real text: next-token prediction on packed windows
-of a tokenised corpus, with a deterministic held-out split.
-
-    task = tmm.tasks.make("lm")                           # the default corpus, byte-level, 128 tokens
-    task = tmm.tasks.make("lm", corpus="fineweb/", tokenizer="bpe", vocab=4096, seq_len=512)
-    ids, labels = task.batch(16, g)                       # training windows
-    ids, labels = task.eval_batch(16, g)                  # held-out windows
-    bpb = task.bits_per_byte(mean_loss, [(ids, labels)])  # from the mean loss in nats per token
-
-The corpus (:mod:`tmm.data.corpus`) is read as documents; each document, with
-``"\\n\\n"`` appended when there are several, is cut into sections of at most
-``section_bytes`` UTF-8 bytes (at the last newline in the second half of the
-section when there is one, never inside a character). Section i (counted
-over the whole corpus) is held out when ``i % stride == stride - 1``,
-``stride = round(1 / eval_fraction)``: a split fixed by the corpus alone and
-spread evenly through it. The BPE tokeniser is trained on the training
-sections only. Each split's sections are tokenised and concatenated into one
-stream ("packing": a window may span a section or document boundary).
-
-A batch is ``batch_size`` windows of ``seq_len + 1`` consecutive tokens at
-offsets drawn uniformly from the generator: ``input_ids`` the first
-``seq_len``, ``labels`` the last ``seq_len`` (already shifted: the contract of
-:class:`tmm.tasks.Task`), every position scored. ``accuracy`` is the argmax
-next-token accuracy.
-
-Bits per byte: ``loss_nats * tokens / (ln 2 * bytes)`` over the scored
-positions, where ``bytes`` adds up the UTF-8 bytes each label token stands
-for (``tokenizer.token_bytes``), so that byte-level and BPE models compare.
-With the byte tokeniser it is ``loss / ln 2``.
-
-Options (``tmm.tasks.make("lm", **options)``):
-
-- ``corpus`` (str, default None: :func:`tmm.data.corpus.default_corpus`, the
-  King James Bible from Debian packages): a text, JSONL or Parquet file, or
-  a folder of them.
-- ``tokenizer`` (``"byte"``, default, or ``"bpe"``).
-- ``vocab`` (int, default 1024): the BPE vocabulary (``bpe`` only).
-- ``seq_len`` (int, default 128).
-- ``eval_fraction`` (float, default 0.05): the held-out share of sections.
-- ``section_bytes`` (int, default 16384).
-- ``max_bytes`` (int, default 0 = all): read at most this many bytes.
+of a tokenised corpus (byte level, or a BPE trained on the training split),
+with a held-out split fixed by the corpus alone (every
+``round(1 / eval_fraction)``-th section) and bits per byte, so that byte-level
+and BPE models compare. docs/training.md, section 14, has the split, the
+windows, the bits-per-byte formula and the options.
 """
 import math
 

@@ -1,53 +1,9 @@
-"""Multi-query associative recall (MQAR), in the layout of Zoology
-(Arora, Eyuboglu et al. 2023, "Zoology: Measuring and improving recall in
-efficient language models"; HazyResearch/zoology, ``multiquery_ar``).
-
-An example of ``seq_len`` tokens holds K = ``num_kv_pairs`` key-value pairs,
-then the K keys again as queries, in random order and at random places; the
-model is scored on the value at each query::
-
-    K = 2, seq_len = 16, vocab = 12, random_non_queries = False:
-
-                 key  val  key  val                query                          query
-    position     0    1    2    3    4    5    6    7    8    9   10   11   12   13   14   15
-    input        2    8    4    7    0    0    4    0    0    0    0    0    2    0    0    0
-    label     -100 -100 -100 -100 -100 -100    7 -100 -100 -100 -100 -100    8 -100 -100 -100
-
-- Keys are drawn without replacement from ``[1, vocab // 2)`` (unique within
-  an example), values without replacement from ``[vocab // 2, vocab)``: the
-  two ranges are disjoint. Pair j sits at positions ``2j`` (key) and
-  ``2j + 1`` (value), j = 0..K-1: the first ``2K`` tokens.
-- The rest, ``seq_len - 2K`` positions, is the query region, seen as
-  ``(seq_len - 2K) // 2`` two-token slots. Key j is placed at the start of
-  slot ``gap_j``: position ``2K + 2 gap_j``. The gaps are distinct and drawn
-  (without replacement) with probability proportional to ``i ** (power_a - 1)``
-  for slot i = 1, 2, ... (Zoology's power law: small ``power_a`` puts most
-  queries near the start of the region, ``power_a = 1`` is uniform).
-- The label of a query is at the query's own position: ``labels[t] = value``
-  where ``input[t]`` is the key, i.e. the logits at the query token must
-  predict its value (already aligned; the value itself never follows the
-  query in the input). Every other label is -100: K scored positions.
-- ``random_non_queries=True`` (Zoology's default) replaces every filler
-  position (the zeros above) with a token drawn uniformly from
-  ``[0, vocab)``; a filler may then equal a key or a value by chance, as in
-  Zoology. With ``False`` the fillers stay 0 (never a key or a value).
-
-Options (``tmm.tasks.make("mqar", **options)``):
-
-- ``num_kv_pairs`` (int, default 8; Zoology varies 4..64).
-- ``seq_len`` (int, default 64; Zoology varies 64..512). Needs
-  ``seq_len >= 4 * num_kv_pairs``.
-- ``vocab`` (int, default 256, which fits the zoo's ``*-cpu-small`` models as
-  they are; Zoology's ``vocab_size``, 8192 in its experiments, where a large
-  vocabulary widens the gap between architectures). Needs
-  ``vocab // 2 - 1 >= num_kv_pairs``. ``task.vocab_size = vocab``.
-- ``power_a`` (float, default 0.01).
-- ``random_non_queries`` (bool, default True).
-
-Chance accuracy (a uniform guess among the values) is ``1 / (vocab - vocab // 2)``.
-The generator is our own (vectorised torch, seeded by the caller's
-``torch.Generator``); its batches follow Zoology's layout but are not
-bit-identical to Zoology's numpy stream.
+"""Multi-query associative recall (MQAR) in the layout of Zoology (Arora,
+Eyuboglu et al. 2023; HazyResearch/zoology, ``multiquery_ar``): K key-value
+pairs, then the K keys again as queries at power-law-distributed places,
+scored on each query's value at the query's own position. The generator is
+tmm's own (vectorised torch), not bit-identical to Zoology's NumPy stream.
+docs/training.md, section 14, has the layout, an example and the options.
 """
 import torch
 
@@ -90,7 +46,7 @@ class MQARTask(Task):
 
     def batch(self, batch_size: int, generator: torch.Generator):
         """``(input_ids, labels)``, ``batch_size x seq_len`` each, in the
-        layout of the module docstring."""
+        layout of docs/training.md, section 14."""
         check_batch_args(batch_size, generator)
         device = generator.device
         k, half, v = self.num_kv_pairs, self.vocab_size // 2, self.vocab_size

@@ -1,25 +1,9 @@
 """Language modelling on token shards (:mod:`tmm.data`): the ``lm`` task's
-windows, read from a folder written by ``scripts/prepare_corpus.py --out``
-instead of a corpus held in memory.
-
-    task = tmm.tasks.make("shards", path="shards/", seq_len=512)
-    ids, labels = task.batch_at(position, 64, rank, world_size)    # the training stream (what tmm.train uses)
-    ids, labels = task.batch(16, g)                                # random training windows (the Task contract)
-    ids, labels = task.eval_batch(16, g)                           # random held-out windows
-
-Training (:func:`tmm.train.train`) reads the stream: global batch k is the
-windows at stream positions ``k * batch_size ...`` in the seeded epoch
-order of :class:`tmm.data.ShardLoader` (option ``seed``), each rank reading
-only its rows; the loop keeps the position and saves it in its
-checkpoints, so a resumed run reads the batches the uninterrupted one would.
-``batch`` and ``eval_batch`` draw windows uniformly from the generator, as
-the ``lm`` task does (the evaluation set is drawn this way).
-
-Options (``tmm.tasks.make("shards", **options)``):
-
-- ``path`` (str, required): the shard folder.
-- ``seq_len`` (int, default 128).
-- ``seed`` (int, default 0): the order of the training windows.
+windows, read from a folder written by ``scripts/prepare_corpus.py --out``.
+Training reads its positioned stream (``batch_at``: the seeded epoch order of
+:class:`tmm.data.ShardLoader`, each rank its rows, the position saved in the
+checkpoints); ``batch`` and ``eval_batch`` draw random windows.
+docs/training.md, sections 4 and 14.
 """
 from __future__ import annotations
 
