@@ -270,7 +270,9 @@ TEST_CASE("Hyena filters decay", "[hyena]") {
   CHECK(at::allclose(g.decay(11), at::ones({11, 12})));
   check_close(f.implicit_filter(11), g.implicit_filter(11) * dec.t(), 1e-6, 1e-7);
 
-  // A long filter (cpu-small's length) is far smaller at its end than at its start.
+  // A long filter (cpu-small's length) is far smaller at its end than at its start
+  // (for this draw: how much smaller depends on the MLP's init, so it is seeded).
+  at::manual_seed(0);
   auto longer = make({{"max_len", 512}});
   const at::Tensor h = longer->block(0)->mixer->filter->implicit_filter(512).detach().abs();  // d x L
   CHECK(h.narrow(1, 448, 64).max().item<double>() < 0.1 * h.narrow(1, 0, 64).max().item<double>());
