@@ -24,7 +24,7 @@ Claims (``only``, in the order they run; later ones read earlier ones' checkpoin
   it alone on an idle machine; it trains nothing).
 
 Budgets are steps and tokens (:mod:`.scales`: ``small`` is a 2-3 minute
-smoke run, ``default`` about 6 hours on a 2-core CPU (`--estimate` times it per claim), ``paper`` the
+smoke run, ``default`` about 12 hours on a 2-core CPU (`--estimate` times it per claim), ``paper`` the
 authors' sizes for ``device="cuda"``); every architecture of a comparison
 sees the same batches. Every training run is a job in its own folder under
 ``out`` (default ``results/claims-<scale>/``), resumed when interrupted and
@@ -44,6 +44,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ... import REPO
 from ...bench import provenance
 from ..errors import SettingsError
 from . import ablation_claim, copy_claim, in_context_claim, lm_claim, mqar_claim, operator_index_claim, \
@@ -114,10 +115,10 @@ def _say(message):
 
 
 def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root="results",
-               repo=None) -> ClaimsResult:
+               repo=REPO) -> ClaimsResult:
     """Plans, then runs, the claims of ``settings`` (see the module docstring)
     into ``settings.out`` (default ``<results_root>/claims-<scale>``),
-    recording the git revision of the checkout ``repo`` (none: no revision);
+    recording in every job the git revision of the checkout ``repo`` (the lab's own: lab.REPO);
     SettingsError for bad settings or a folder holding other settings' results."""
     s = settings.checked()
     sc = scale(s.scale, s.device)
@@ -149,7 +150,7 @@ def run_claims(settings: ClaimsSettings, *, say=_say, command=None, results_root
     if s.dry_run:
         return ClaimsResult(out, [], "", plan)
     suite = Suite(out, sc, threads=s.threads, progress=not s.no_progress, say=say, archive=s.archive,
-                  precision=s.precision, compile=s.compile, any_machine=s.any_machine)
+                  precision=s.precision, compile=s.compile, any_machine=s.any_machine, repo=repo)
     meta = {"scale": s.scale, "device": s.device, "seeds": list(sc.seeds), "git": provenance.git(repo),
             "command": " ".join(command if command is not None else [sys.executable, *sys.argv]),
             "settings": dataclasses.asdict(sc)}

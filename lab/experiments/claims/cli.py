@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ... import REPO
 from ..errors import SettingsError
 from . import CLAIMS, SCALES, STEP_TIME, ClaimsSettings, run_claims
 
@@ -16,7 +17,7 @@ def parser() -> argparse.ArgumentParser:
         "Interrupted runs resume where they stopped; finished ones are read, not retrained."))
     p.add_argument("--scale", default="default", choices=list(SCALES),
                    help="small: 2-3 minute smoke run; quick: one seed, shorter (its copy claim is scripts/run.sh); "
-                        "default: about 6 hours on a 2-core CPU (--estimate times it per claim); paper: the authors' "
+                        "default: about 12 hours on a 2-core CPU (--estimate times it per claim); paper: the authors' "
                         "sizes (for --device cuda)")
     p.add_argument("--only", help=f"comma-separated claims: {', '.join(list(CLAIMS) + [STEP_TIME])} (default: all "
                                   f"but {STEP_TIME})")
@@ -42,8 +43,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None, *, results_root="results", repo=None) -> int:
-    """The command line; ``results_root`` and ``repo`` as run_claims' (the script passes its checkout's)."""
+def main(argv=None, *, results_root="results", repo=REPO) -> int:
+    """The command line; ``results_root`` and ``repo`` as run_claims'."""
     args = parser().parse_args(argv)
     try:
         result = run_claims(ClaimsSettings(**vars(args)), results_root=results_root, repo=repo)

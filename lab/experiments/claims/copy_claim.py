@@ -1,155 +1,195 @@
 """Claim 2, copy: the authors' task (n tokens written twice, scored on the
 second copy) at the lengths where a model's state has to hold the input.
 
-Verdict rules (one per statement; "learns" = 0.9 accuracy at an evaluation,
-``reached`` counts the seeds that did; a rival that did not run leaves a
-statement not tested, unless a rival that ran already contradicts it):
+Every model trains at its own learning rate: on the first length, seed 0,
+a sweep over ``copy_lrs`` (:func:`.lr_grid.sweep`, each model's grid grown
+past an edge where its best lies), the best being the fewest steps to 0.9
+accuracy, else to 0.5, else the highest final accuracy (a diverged run
+never wins); the other seeds, and the other lengths, train each model at
+that rate. Hyena runs twice: the authors' and with safari's
+associative-recall filter settings (``hyena-ar``, as the MQAR test runs it).
 
-- TMM matches the Transformer's training efficiency: not tested when
-  neither learns in any seed; else consistent when TMM learns in more seeds
-  than the Transformer, not consistent when in fewer, and with as many, when
-  TMM's mean steps to 0.9 are at most 1.5x the Transformer's (1.5x exactly
-  matches).
-- Mamba2 and Hyena struggle: each ends at least 0.1 below TMM's final
-  accuracy, or (TMM learning in every seed) does not learn in every seed or
-  needs more than 2x TMM's mean steps (2x exactly is not struggling); not
-  tested when TMM itself does not learn (mean final accuracy below 0.9).
-- Freezing the Toeplitz vectors makes copying fail: both frozen TMMs (flat,
-  and 4 heads whose projections still train) end below 0.5 (0.5 is not a
-  failure) while the trained TMM learns.
+Verdict rules, per length, each on a margin per paired seed (the settle rule
+of :mod:`.margins`; "steps to 0.9" counts a run that never got there as one
+evaluation past its end, a lower bound):
+
+- TMM matches the Transformer's training efficiency: margin 1.5 - TMM's
+  steps to 0.9 / the Transformer's; not tested when neither learns (0.9)
+  in any seed.
+- Mamba2 and Hyena (both) struggle, each: margin TMM's final accuracy -
+  the rival's - 0.1; where the rival learns in every seed, also 'more
+  than 2x TMM's steps' (margin rival's steps / TMM's - 2), which settles it
+  when the accuracy margin does not; not tested when TMM itself does not
+  learn (mean final accuracy below 0.9).
+- Freezing the Toeplitz vectors makes copying fail: each frozen TMM (flat,
+  and 4 heads whose projections still train): margin 0.5 - its final
+  accuracy, while the trained TMM learns.
 - A TMM with 1/32 of Hyena's width copies about as efficiently: the
-  authors' narrow flat TMM (8 layers) against Hyena, each at its best
-  learning rate, by steps to a common accuracy (:mod:`.copy_width`).
+  authors' narrow flat TMM (8 layers) against Hyena (:mod:`.copy_width`).
 
 Copy on text (the authors' ``source="text"``: bytes of the default corpus,
-at the first n) is reported beside them as a secondary row, without a
-verdict: text is predictable from its own first half, so accuracy there
-mixes copying with language modelling.
+at the first n, each model at its chosen rate) is reported beside them as a
+secondary row, without a verdict: text is predictable from its own first
+half, so accuracy there mixes copying with language modelling.
 """
 from __future__ import annotations
 
-from . import copy_width
+from tmm.tables import markdown_table
+
+from . import copy_width, lr_grid
+from .margins import Margin, combine, judged, listing, paired
 from .models import copy_models
-from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict, all_of, mean_range, \
-    pooled_table, plot_curves, seeds_ran, steps_cell
-from .results import over_seeds
+from .report import CONSISTENT, UNTESTED, ClaimResult, Verdict, mean_range, plot_curves, pooled_table, \
+    seeds_ran, steps_cell
+from .results import censored_steps, over_seeds
 
 NAME = "copy"
 TITLE = "Claim 2: copy"
 STATEMENT = ("copying 512 tokens, TMM matches the Transformer's training efficiency; a TMM with 1/32 of Hyena's "
              "width copies about as efficiently; Mamba and Hyena struggle; freezing the Toeplitz vectors makes "
              "copying fail.")
-RATIO = 1.5  # "matches" / "about as efficiently": mean steps to 0.9 within this factor
+RATIO = 1.5  # "matches" / "about as efficiently": steps to 0.9 within this factor
 STRUGGLE_ACC = 0.1  # "struggle": this much below TMM's final accuracy ...
 STRUGGLE_STEPS = 2.0  # ... or this many times TMM's steps
 FAIL_ACC = 0.5  # "fails": final accuracy below this
+LEARNED = 0.9
+RIVALS = ("hyena", "hyena-ar", "mamba2")  # "Mamba and Hyena struggle": both Hyenas
+FROZEN = ("tmm-frozen-flat", "tmm-frozen")
 
-TEXT_MODELS = ("tmm", "transformer", "hyena", "mamba2")  # the secondary copy-on-text row
+TEXT_MODELS = ("tmm", "transformer", "hyena", "hyena-ar", "mamba2")  # the secondary copy-on-text row
 
 COLUMNS = [("final acc", lambda p: mean_range(p, "final_acc")), ("steps to 0.9", steps_cell),
            ("final eval loss", lambda p: mean_range(p, "final_eval_loss"))]
 
 
+def sweep_prefix(s) -> str:
+    """The sweep's jobs (seed 0 at the first length; operator-index reads their checkpoints)."""
+    return f"copy/n{s.copy_ns[0]}"
+
+
 def run(suite) -> ClaimResult:
     s = suite.scale
-    per_n = {}
-    for i, n in enumerate(s.copy_ns):
-        specs = copy_models(s.copy_d, s.copy_layers, names=None if i == 0 else s.copy_long_n_models)
-        jobs = [suite.compare(f"copy/n{n}/seed{seed}", specs, task="copy", task_options={"n": n, "vocab": s.copy_vocab},
-                              steps=s.copy_steps, seed=seed, lr=s.copy_lr,
-                              read_later=(i == 0 and seed == 0))  # operator-index reads it
-                for seed in s.seeds]
-        per_n[n] = over_seeds(jobs)
-    text_n = s.copy_ns[0]
-    text_jobs = [suite.compare(f"copy/text-n{text_n}/seed{seed}",
-                               copy_models(s.copy_d, s.copy_layers, names=TEXT_MODELS), task="copy",
-                               task_options={"n": text_n, "source": "text"}, steps=s.copy_steps, seed=seed,
-                               lr=s.copy_lr) for seed in s.seeds]
+    first = s.copy_ns[0]
+    specs = copy_models(s.copy_d, s.copy_layers)
+    job = dict(task="copy", task_options={"n": first, "vocab": s.copy_vocab}, steps=s.copy_steps)
+    grids, chosen, pooled_first = lr_grid.sweep(suite, sweep_prefix(s), specs, s.copy_lrs, s.seeds,
+                                                choose=copy_width.best_lr, read_later=True, **job)
+    per_n = {first: pooled_first}
+    for n in s.copy_ns[1:]:
+        per_n[n] = _at_chosen(suite, f"copy/n{n}", [m for m in specs if m.label in s.copy_long_n_models], chosen,
+                              task_options={"n": n, "vocab": s.copy_vocab})
+    text = _at_chosen(suite, f"copy/text-n{first}", [m for m in specs if m.label in TEXT_MODELS], chosen,
+                      task_options={"n": first, "source": "text"})
     width, width_sweep, width_verdict = copy_width.run(suite)
     c = ClaimResult(NAME, TITLE, STATEMENT, setup=(
         f"Copy with random tokens (vocabulary {s.copy_vocab}, chance {1 / s.copy_vocab:.3f}) at n = "
         f"{', '.join(map(str, s.copy_ns))} (sequence 2n); every model d = {s.copy_d}, {s.copy_layers} layers, "
-        f"the zoo's faithful defaults (docs/models.md); {s.copy_steps} steps of batch {s.batch_size} "
-        f"(equal tokens for every model), lr {s.copy_lr:g}, seeds {', '.join(map(str, s.seeds))}. "
+        f"the zoo's faithful defaults (docs/models.md), Hyena also with safari's associative-recall filter "
+        f"settings (hyena-ar); {s.copy_steps} steps of batch {s.batch_size} (equal tokens for every model), "
+        f"seeds {', '.join(map(str, s.seeds))}, each model at its best learning rate of a seed-0 sweep at n = "
+        f"{first} over {', '.join(f'{x:g}' for x in s.copy_lrs)} (each model's grid grown past an edge where its "
+        f"best lay, at most {lr_grid.MAX_EXTENSIONS} times per side). "
         f"Width pair (the authors'): a flat TMM of 1/{s.width_ratio} of Hyena's width with {s.width_narrow_layers} "
-        f"layers against Hyena at d = {s.width_hyena_d} with {s.copy_layers}, at n = {s.copy_ns[0]}, each at its "
-        f"best learning rate of {', '.join(f'{x:g}' for x in s.width_lrs)} (seed 0 sweep). Secondary, without a "
-        f"verdict: copy on text (bytes of the default corpus, vocabulary 256) at n = {text_n}, {', '.join(TEXT_MODELS)}, the "
-        f"same budget."))
+        f"layers against Hyena at d = {s.width_hyena_d} with {s.copy_layers}, at n = {first}, each at its "
+        f"best learning rate of a seed-0 sweep over {', '.join(f'{x:g}' for x in s.width_lrs)} (the same growth). "
+        f"Secondary, without a verdict: copy on text (bytes of the default corpus, vocabulary 256) at n = {first}, "
+        f"{', '.join(TEXT_MODELS)}, the same budget and rates."))
     if suite.dry_run:
         return c
+    c.tables.append((f"Sweep at n = {first} (seed 0; final acc / steps to 0.9):", sweep_table(specs, grids, chosen)))
     for n, pooled in per_n.items():
-        c.tables.append((f"Copy, n = {n} (mean [range] over {seeds_ran(pooled, len(s.seeds))}):",
-                         pooled_table(pooled, COLUMNS)))
-        c.verdicts += verdicts(pooled, n, len(s.seeds))
-    c.tables.append((f"Width pair, n = {s.copy_ns[0]}: sweep (seed 0; final acc / steps to 0.9 / steps to 0.5):",
+        c.tables.append((f"Copy, n = {n}, each model at its chosen lr (mean [range] over "
+                         f"{seeds_ran(pooled, len(s.seeds))}):", pooled_table(pooled, [
+                             ("lr", lambda p: f"{chosen[p.label]:g}"), *COLUMNS])))
+        c.verdicts += verdicts(pooled, n)
+    c.tables.append((f"Width pair, n = {first}: sweep (seed 0; final acc / steps to 0.9 / steps to 0.5):",
                      width_sweep))
     c.tables.append((f"Width pair at each model's chosen lr (mean [range] over {seeds_ran(width, len(s.seeds))}):",
                      pooled_table(width, copy_width.COLUMNS)))
     c.verdicts.append(width_verdict)
-    text = over_seeds(text_jobs)
-    c.tables.append((f"Secondary: copy on text, n = {text_n} (bytes of the default corpus; mean [range] over "
+    c.tables.append((f"Secondary: copy on text, n = {first} (bytes of the default corpus; mean [range] over "
                      f"{seeds_ran(text, len(s.seeds))}; no verdict):", pooled_table(text, COLUMNS)))
     path = "copy/copy_accuracy.png"
-    panels = {**{f"copy n = {n}": p for n, p in per_n.items()}, f"width pair, n = {s.copy_ns[0]}": width}
+    panels = {**{f"copy n = {n}": p for n, p in per_n.items()}, f"width pair, n = {first}": width}
     if plot_curves(suite.root / path, panels, "eval_acc", "eval accuracy", chance=1 / s.copy_vocab):
         c.plots.append(path)
     path = "copy/copy_text_accuracy.png"
-    if plot_curves(suite.root / path, {f"copy on text, n = {text_n}": text}, "eval_acc", "eval accuracy"):
+    if plot_curves(suite.root / path, {f"copy on text, n = {first}": text}, "eval_acc", "eval accuracy"):
         c.plots.append(path)
     return c
 
 
-def _learns_all(p, n_seeds):
-    return p is not None and p.reached == n_seeds
+def _at_chosen(suite, prefix, specs, chosen, task_options) -> dict:
+    """Each model of ``specs`` at its chosen lr for every seed (jobs ``<prefix>/<label>/lr<lr>-seed<k>``)."""
+    s = suite.scale
+    pooled = {}
+    for m in specs:
+        lr = chosen[m.label]
+        pooled.update(over_seeds([{m.label: r} for r in (
+            (suite.compare(f"{prefix}/{m.label}/lr{lr:g}-seed{seed}", [m], task="copy", task_options=task_options,
+                           steps=s.copy_steps, seed=seed, lr=lr) or {}).get(m.label) for seed in s.seeds)
+            if r is not None]))
+    return pooled
 
 
-def efficiency(a, b, n_seeds, a_name, b_name):
-    """Is ``a`` (Pooled) about as efficient as ``b`` at learning the task? (verdict, evidence)."""
-    if a is None or b is None:
-        return UNTESTED, "not run: " + ", ".join(n for n, p in ((a_name, a), (b_name, b)) if p is None)
-    ev = f"steps to 0.9: {a_name} {steps_cell(a)}, {b_name} {steps_cell(b)}; final acc {a_name} " \
-         f"{mean_range(a, 'final_acc')}, {b_name} {mean_range(b, 'final_acc')}"
-    if not a.reached and not b.reached:
-        return UNTESTED, ev + " (neither learned)"
-    if a.reached != b.reached:  # one learns in more seeds: the more efficient learner whatever the steps
-        return (CONSISTENT if a.reached > b.reached else NOT_CONSISTENT), ev
-    ratio = a.mean("steps_to_learned") / b.mean("steps_to_learned")
-    return (CONSISTENT if ratio <= RATIO else NOT_CONSISTENT), ev + f" (ratio {ratio:.2f}, threshold {RATIO:g})"
+def sweep_table(specs, grids, chosen) -> str:
+    lrs = sorted({lr for g in grids.values() for lr in g})
+    rows = []
+    for m in specs:
+        cells = []
+        for lr in lrs:
+            r = grids[m.label].get(lr)
+            cells.append("-" if r is None else "diverged" if r.status == "diverged" else
+                         f"{r.final_acc:.3f} / {r.steps_to_learned or '-'}")
+        grid = grids[m.label]
+        lr = chosen[m.label]
+        rows.append([m.label, *cells, f"{lr:g}", "yes" if min(grid) < lr < max(grid) else "no (at an edge)"])
+    return markdown_table(["model", *(f"lr {lr:g}" for lr in lrs), "chosen", "bracketed"], rows, left=len(lrs) + 3)
 
 
-def verdicts(pooled: dict, n: int, n_seeds: int) -> list:
+def _learns(p) -> bool:
+    return p is not None and (p.mean("final_acc") or 0) >= LEARNED
+
+
+def _struggles(tmm, p) -> Margin:
+    """The margin of one rival struggling against a learning TMM: its final accuracy's, or where the rival
+    learns in every seed and that margin is not consistent, its steps' when that one is."""
+    acc = paired(tmm, p, lambda t, r: None if t.final_acc is None or r.final_acc is None else
+                 t.final_acc - r.final_acc - STRUGGLE_ACC, unit="acc", digits=3, strict=False)
+    if acc.verdict != CONSISTENT and p.reached == len(p.runs):
+        slow = paired(tmm, p, lambda t, r: censored_steps(r, LEARNED) / censored_steps(t, LEARNED) - STRUGGLE_STEPS,
+                      unit="", digits=2)
+        if slow.verdict == CONSISTENT:
+            return slow
+    return acc
+
+
+def verdicts(pooled: dict, n: int) -> list:
     out = []
     tmm = pooled.get("tmm")
-    v, ev = efficiency(tmm, pooled.get("transformer"), n_seeds, "tmm", "transformer")
-    out.append(Verdict(f"n={n}: TMM matches the Transformer's training efficiency", v, ev))
-    learned = tmm is not None and (tmm.mean("final_acc") or 0) >= 0.9
+    v, m, ev = copy_width.efficiency(tmm, pooled.get("transformer"), "tmm", "transformer", LEARNED)
+    out.append(judged(f"n={n}: TMM matches the Transformer's training efficiency", v, m, ev))
     mine = f"tmm final acc {mean_range(tmm, 'final_acc')}, {steps_cell(tmm)}" if tmm is not None else "tmm not run"
-    rivals = {label: pooled.get(label) for label in ("hyena", "mamba2")}
-    if any(p is not None for p in rivals.values()):
-        struggles, evidence = {}, []
-        for label, p in rivals.items():
-            if p is None:
-                struggles[label] = None
-                evidence.append(f"{label} not run")
-                continue
-            evidence.append(f"{label} final acc {mean_range(p, 'final_acc')}, steps to 0.9 {steps_cell(p)}")
-            if learned:
-                acc_gap = tmm.mean("final_acc") - (p.mean("final_acc") or 0)
-                slower = not _learns_all(p, n_seeds) or \
-                    p.mean("steps_to_learned") > STRUGGLE_STEPS * (tmm.mean("steps_to_learned") or float("inf"))
-                struggles[label] = acc_gap >= STRUGGLE_ACC or (_learns_all(tmm, n_seeds) and slower)
-        ev = "; ".join(evidence + [mine])
-        v = all_of(struggles) if learned else UNTESTED
-        out.append(Verdict(f"n={n}: Mamba2 and Hyena struggle", v, ev + (
-            f" (struggling: {', '.join(k for k, s in struggles.items() if s) or 'none'})" if learned
-            else " (TMM did not learn)")))
-    frozen = {label: pooled.get(label) for label in ("tmm-frozen-flat", "tmm-frozen")}
-    if any(p is not None for p in frozen.values()):
-        ev = "; ".join(f"{label} final acc {mean_range(p, 'final_acc')}" if p is not None else f"{label} not run"
-                       for label, p in frozen.items()) + f"; trained {mine}"
-        fails = {label: None if p is None else (p.mean("final_acc") or 0) < FAIL_ACC for label, p in frozen.items()}
-        v = all_of(fails) if learned else UNTESTED
-        out.append(Verdict(f"n={n}: frozen Toeplitz vectors make copying fail (flat; 4 heads with trained "
-                           f"projections)", v, ev))
+    if any(pooled.get(k) is not None for k in RIVALS):
+        claim = f"n={n}: Mamba2 and Hyena struggle (both Hyenas)"
+        ev = "; ".join([f"{k} final acc {mean_range(pooled[k], 'final_acc')}, {steps_cell(pooled[k])}"
+                        if pooled.get(k) is not None else f"{k} not run" for k in RIVALS] + [mine])
+        if not _learns(tmm):
+            out.append(Verdict(claim, UNTESTED, ev + " (TMM did not learn)"))
+        else:
+            margins = {k: None if pooled.get(k) is None else _struggles(tmm, pooled[k]) for k in RIVALS}
+            verdict, decides = combine(margins)
+            out.append(judged(claim, verdict, margins.get(decides), f"{ev}; margins {listing(margins)}"))
+    if any(pooled.get(k) is not None for k in FROZEN):
+        claim = f"n={n}: frozen Toeplitz vectors make copying fail (flat; 4 heads with trained projections)"
+        ev = "; ".join(f"{k} final acc {mean_range(pooled[k], 'final_acc')}" if pooled.get(k) is not None
+                       else f"{k} not run" for k in FROZEN) + f"; trained {mine}"
+        if not _learns(tmm):
+            out.append(Verdict(claim, UNTESTED, ev + " (the trained TMM did not learn)"))
+        else:
+            margins = {k: None if pooled.get(k) is None else paired(
+                pooled[k], None, lambda r: None if r.final_acc is None else FAIL_ACC - r.final_acc, unit="acc",
+                digits=3) for k in FROZEN}
+            verdict, decides = combine(margins)
+            out.append(judged(claim, verdict, margins.get(decides), f"{ev}; margins {listing(margins)}"))
     return out

@@ -1,7 +1,7 @@
 """Claim 3, by proxy only: the paper's retrieval and in-context-learning
 benchmarks (SQuAD, LongBench, ...) need models trained at its scale and
 the benchmarks' data, neither of which this suite has. On the language
-models of claim 1 (the long runs, seed 0) it measures two proxies instead
+models of claim 1 (the matched-compute runs, seed 0) it measures two proxies instead
 (:mod:`lab.experiments.in_context`): the induction score (loss on the
 first copy of a random-token span minus loss on its second copy, later in
 the same held-out window) and the in-context-learning score (loss late in
@@ -42,7 +42,8 @@ def run(suite) -> ClaimResult:
     s = suite.scale
     span = span_for(s.lm_seq_len)
     c = ClaimResult(NAME, TITLE, STATEMENT, setup=(
-        f"Proxies on claim 1's language models (long runs, seed 0, context {s.lm_seq_len}), {WINDOWS} held-out "
+        f"Proxies on claim 1's language models (matched-compute runs, seed 0, context {s.lm_seq_len}), {WINDOWS} "
+        f"held-out "
         f"windows per model, the same for every model: induction = loss on the first copy of {span} random tokens "
         f"minus loss on their second copy later in the window (nats per token, the first token of each copy not "
         f"counted; about ln V when the model retrieves the earlier copy, about 0 when it does not); in-context "
@@ -52,14 +53,14 @@ def run(suite) -> ClaimResult:
         return c
     task = functools.cache(lambda: tmm.tasks.make("lm", **lm_claim.task_options(s)))
     scores = {}
-    for spec in lm_models(s.lm_d):
-        source = lm_claim.long_run_path(spec.label)
+    for spec in lm_models(s.lm_d, s.lm_seq_len):
+        source = lm_claim.matched_path(suite, spec.label)
         source_record = suite.finished_record(source)
         if source_record is None:
             continue
 
         def compute(label=spec.label):
-            path = lm_claim.long_run_checkpoint(suite, label)
+            path = lm_claim.matched_checkpoint(suite, label)
             return None if path is None else {"vocab_size": task().vocab_size, **dataclasses.asdict(
                 in_context_scores(tmm.models.load(str(path)), task(), windows=WINDOWS, span=span))}
 

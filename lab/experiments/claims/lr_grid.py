@@ -38,3 +38,31 @@ def grow(runs: dict, best_of: Callable[[dict], Optional[float]], train: Callable
     while (lr := past_edge(runs, best_of(runs), extended)) is not None:
         extended["low" if lr < min(runs) else "high"] += 1
         runs[lr] = train(lr)
+
+
+def sweep(suite, prefix: str, specs: list, lrs, seeds, *, choose, grow_from=None, seeded=None,
+          read_later=False, **job) -> tuple:
+    """A sweep per model, then more seeds at each model's choice: every model of ``specs`` at every
+    learning rate of ``lrs`` on seed 0 (one job ``<prefix>/lr<lr>`` per rate; ``read_later``: a later claim
+    reads these jobs' checkpoints), each model's grid grown past an edge (:func:`grow`, judged by
+    ``grow_from``, default ``choose``; jobs ``<prefix>/<label>/lr<lr>``), then the other ``seeds`` at the
+    rate ``choose`` picks (jobs ``<prefix>/<label>/lr<lr>-seed<k>``; seed 0's run is the sweep's), for the
+    labels ``seeded`` (default all). ``job``: the rest of Suite.compare's keywords.
+    Returns (label -> lr -> ModelResult or None, label -> chosen lr, label -> Pooled at the chosen lr)."""
+    from .results import over_seeds
+
+    jobs = {lr: suite.compare(f"{prefix}/lr{lr:g}", specs, seed=0, lr=lr, read_later=read_later, **job)
+            for lr in lrs}
+    grids = {m.label: {lr: (jobs[lr] or {}).get(m.label) for lr in lrs} for m in specs}
+    for m in specs:
+        grow(grids[m.label], grow_from or choose, lambda lr, m=m: (suite.compare(
+            f"{prefix}/{m.label}/lr{lr:g}", [m], seed=0, lr=lr, **job) or {}).get(m.label))
+    chosen = {m.label: choose(grids[m.label]) or lrs[0] for m in specs}
+    pooled = {}
+    for m in specs:
+        lr = chosen[m.label]
+        more = [s for s in seeds if s != 0] if seeded is None or m.label in seeded else []
+        runs = [grids[m.label].get(lr)] + [(suite.compare(f"{prefix}/{m.label}/lr{lr:g}-seed{seed}", [m], seed=seed,
+                                                          lr=lr, **job) or {}).get(m.label) for seed in more]
+        pooled.update(over_seeds([{m.label: r} for r in runs if r is not None]))
+    return grids, chosen, pooled

@@ -30,13 +30,15 @@ def _sized(label, base, d, layers, **extra):
 
 
 def copy_models(d: int, layers: int, names=None) -> list:
-    """The copy claim's models at width d: TMM with 4 heads and flat, the three
-    baselines, TMM frozen (flat and 4 heads)."""
+    """The copy claim's models at width d: TMM with 4 heads and flat, the
+    baselines (Hyena also with safari's associative-recall filter settings,
+    ``hyena-ar``), TMM frozen (flat and 4 heads)."""
     specs = [
         _sized("tmm", "tmm-cpu-small", d, layers),
         _sized("tmm-flat", "ablation/tmm-flat", d, layers),
         _sized("transformer", "transformer-cpu-small", d, layers),
         _sized("hyena", "hyena-cpu-small", d, layers),
+        _sized("hyena-ar", "hyena-assoc-recall", d, layers),
         _sized("mamba2", "mamba2-cpu-small", d, layers, headdim=min(32, 2 * d)),
         _sized("tmm-frozen-flat", "ablation/tmm-frozen-flat", d, layers),
         _sized("tmm-frozen", "ablation/tmm-frozen", d, layers),
@@ -54,23 +56,29 @@ def width_models(ratio: int, hyena_d: int, narrow_layers: int, layers: int) -> l
             _sized(f"hyena-d{hyena_d}", "hyena-cpu-small", hyena_d, layers)]
 
 
-def lm_models(d: int) -> list:
+def lm_models(d: int, seq_len: int, names=None) -> list:
     """The language-model claim's models: the ``*-cpu-small`` configs (matched
-    by parameter count at d 128), TMM also with the opt-in final norm (an
-    extension, labelled as such)."""
+    by parameter count at d 128), the Transformer also with the zoo's softmax
+    sliding window of half the context (the nearest stand-in for the authors'
+    windowed linear attention: their window 256 at context 512), TMM also
+    with the opt-in final norm (an extension, labelled as such)."""
     keep = {"d_model": d}
-    return [
+    specs = [
         ModelSpec("tmm", "tmm-cpu-small", tuple(keep.items())),
         ModelSpec("tmm+final-norm", "tmm-cpu-small", tuple({**keep, "final_norm": True}.items())),
         ModelSpec("transformer", "transformer-cpu-small", tuple(keep.items())),
+        ModelSpec("transformer-window", "transformer-cpu-small",
+                  tuple(sorted({**keep, "window": max(1, seq_len // 2)}.items()))),
         ModelSpec("hyena", "hyena-cpu-small", tuple(keep.items())),
         ModelSpec("mamba2", "mamba2-cpu-small", tuple(keep.items())),
     ]
+    return specs if names is None else [m for m in specs if m.label in names]
 
 
 def ablation_models(d: int, layers: int) -> list:
     """The ablation's TMM variants (claim 4): heads 1 / 4 / 16, kernel width
-    1 / 4 / 8 (flat), expanded (with its dropout 0.1), masked."""
+    1 / 4 / 8 (flat), expanded without dropout (as every other variant) and
+    with the authors' mixer dropout 0.1, masked."""
     def v(label, base, **extra):
         return _sized(label, base, d, layers, **extra)
 
@@ -81,7 +89,8 @@ def ablation_models(d: int, layers: int) -> list:
         v("flat-kernel1", "ablation/tmm-flat"),
         v("flat-kernel4", "ablation/tmm-flat", kernel=4),
         v("flat-kernel8", "ablation/tmm-kernel8-flat"),
-        v("expanded", "ablation/tmm-expanded"),
+        v("expanded", "ablation/tmm-expanded", mixer_dropout=0.0),
+        v("expanded-dropout0.1", "ablation/tmm-expanded", mixer_dropout=0.1),
         v("masked", "ablation/tmm-masked"),
     ]
 

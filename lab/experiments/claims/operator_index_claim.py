@@ -1,25 +1,31 @@
 """The operator-index analysis (docs/experiments.md): the winding number of
-every Toeplitz vector of the TMMs the other claims trained (copy at the
-first length, seed 0; the language model's long run, seed 0; the
-retention autoencoders' TMM encoders where saved), against the same
-configs untrained.
+every Toeplitz vector of trained TMMs, causal against autoencoders, with
+kernels of the same length and the same training on both sides.
+
+The autoencoders are the retention claim's capacity encoders: the zoo's
+TMM at d = ``lm_d`` over windows of ``retention_n`` tokens (so
+``retention_n`` taps per vector), trained end to end ``retention_steps``
+steps of batch ``batch_size`` at lr 1e-3, in both harnesses, seeds
+``retention_seeds``. The causal models are trained here on the same
+length, steps, batch, learning rate and seeds: the same TMM as a language
+model on claim 1's corpus at context ``retention_n``, and the zoo's TMM and
+flat TMM on copy at n = ``retention_n`` / 2 (sequence ``retention_n``,
+random tokens out of ``retention_random_vocab``). The language model's
+matched-compute TMMs (``lm_seq_len`` taps) are analysed too, for the table
+only: their length differs.
 
 Verdict: the paper finds trained causal TMM layers shift-like (index -1) or
 near-invertible (index 0) more often than models trained to be invertible
-(autoencoders). Tested here: the share of such vectors in the trained
-(causal) models strictly exceeds the share in the autoencoders' encoders (a
-tie is not consistent; the untrained share is reported), counting only the
-models whose vectors training moved measurably: the median over their
-vectors of the sine of the angle between the trained and the initial vector
-(:func:`..operator_index.movement`; the index ignores scale) above
-:data:`MOVED` = 0.1. Below that a vector is its random start plus a
-perturbation of a tenth of its size, and its index is still the random
-start's (about -n/2: perturbations of that size move the index of a random
-256-tap vector by a median of 2), so it says nothing about training; one copy
-run (d 32, n = 16) that reached 0.9 accuracy turned its vectors by 0.2-0.4.
-Not tested where no causal model or no autoencoder moved, or where their
-initial vectors were not saved (runs before they were: the untrained row is
-then rebuilt from the config and seed 0, for the table only).
+(autoencoders). Tested here per seed: the share of such vectors among the
+causal models' (of that seed, same length) minus the share among the
+autoencoders', the margin of the settle rule of :mod:`.margins` (a tie is
+not consistent), counting only the models whose vectors training moved
+measurably: the median over their vectors of the sine of the angle between
+the trained and the initial vector (:func:`..operator_index.movement`; the
+index ignores scale) above :data:`MOVED` = 0.1. Below that a vector is its
+random start plus a perturbation of a tenth of its size, and its index is
+still the random start's (about -n/2), so it says nothing about training.
+Not tested where no causal model or no autoencoder of a seed moved.
 
 Each model's analysis is a derived job (``operator-index/sources/<model>``,
 archived), so the table and verdict are rebuilt where the checkpoints are
@@ -35,45 +41,70 @@ from tmm import train_checkpoints
 from tmm.tables import markdown_table
 
 from .. import operator_index
-from . import lm_claim
-from .report import CONSISTENT, NOT_CONSISTENT, UNTESTED, ClaimResult, Verdict
+from . import lm_claim, retention_claim
+from .margins import Margin, judged
+from .models import copy_models, lm_models
+from .report import UNTESTED, ClaimResult, Verdict
 
 NAME = "operator-index"
 ONE_MACHINE = True  # reads the other claims' checkpoints: not run with --any-machine
 TITLE = "Operator index of trained Toeplitz layers"
 STATEMENT = ("trained causal TMM layers often look like a shift (index -1) or are near-invertible (index 0), more "
              "often than layers of models trained to be invertible (autoencoders).")
-MODELS = ("tmm", "tmm-flat")  # the copy claim's trained TMMs analysed
 MOVED = 0.1  # "moved measurably": median sine of the angle to the initial vectors (module docstring)
-
-
+LR = 1e-3  # the retention harness's learning rate, which the causal models share
 SOURCES = "operator-index/sources"  # the derived jobs: one per analysed model
 
 
+def causal_models(s) -> dict:
+    """task -> the causal TMMs trained on it at the autoencoders' length: the zoo's TMM on the language model
+    (claim 1's), the zoo's TMM and flat TMM on copy."""
+    lm = lm_models(s.lm_d, s.lm_seq_len, names=("tmm",))
+    return {"lm": lm, "copy": copy_models(s.lm_d, lm[0].config()["n_layers"], names=("tmm", "tmm-flat"))}
+
+
+def _causal_jobs(suite) -> dict:
+    """name -> (job path, label) of the causal models trained here (jobs train unless finished)."""
+    s = suite.scale
+    n = s.retention_n
+    tasks = {"lm": ("lm", {**lm_claim.task_options(s), "seq_len": n}),
+             "copy": ("copy", {"n": n // 2, "vocab": s.retention_random_vocab})}
+    found = {}
+    for key, specs in causal_models(s).items():
+        task, opts = tasks[key]
+        for seed in s.retention_seeds:
+            path = f"operator-index/causal/{key}{n}/seed{seed}"
+            suite.compare(path, specs, task=task, task_options=opts, steps=s.retention_steps, seed=seed, lr=LR,
+                          batch_size=s.batch_size, read_later=True)
+            for m in specs:
+                found[f"{key}{n}-{m.label}-seed{seed}"] = (path, m.label, seed)
+    return found
+
+
 def _sources(suite) -> dict:
-    """name -> (kind, the job that trained it, checkpoint, folder of its initial vectors) of each trained TMM
-    (kind: causal or autoencoder) whose checkpoints are on this machine, then (kind, job, None, None) of each
-    whose analysis the archive holds."""
+    """name -> (kind, taps, seed, the job that trained it, checkpoint or None, folder of its initial vectors or
+    None): each trained TMM whose job finished (the checkpoint where it is on this machine)."""
     s = suite.scale
     found = {}
-    copy_job = f"copy/n{s.copy_ns[0]}/seed0"
-    for label in MODELS:
-        folder = suite.root / copy_job / "checkpoints" / label
-        path = train_checkpoints.latest(folder) if folder.is_dir() else None
-        if path is not None:
-            found[f"copy-{label}"] = ("causal", copy_job, path, folder)
-    path = lm_claim.long_run_checkpoint(suite, "tmm")
-    if path is not None:
-        found["lm-tmm"] = ("causal", lm_claim.long_run_path("tmm"), path, path.parent)
-    for folder in sorted((suite.root / "retention").glob("*/*/capacity-encoders/*")):  # <harness>/<job>/...
-        if (folder / "config.json").is_file() and json.loads((folder / "config.json").read_text()).get("arch") == "tmm":
-            job = folder.parent.parent
-            found[f"autoencoder-{job.parent.name}-{job.name}-{folder.name}"] = (
-                "autoencoder", f"retention/{job.parent.name}/{job.name}", folder, folder)
-    for name in suite.archived_jobs(SOURCES):
-        if name not in found:
-            record = suite.finished_record(f"{SOURCES}/{name}")
-            found[name] = (record["model_kind"], record["source"], None, None)
+
+    def add(name, kind, taps, seed, job, folder):
+        path = None
+        if folder is not None and folder.is_dir():
+            path = folder if (folder / "config.json").is_file() and kind == "autoencoder" else \
+                train_checkpoints.latest(folder)
+        found[name] = (kind, taps, seed, job, path, folder)
+
+    for name, (job, label, seed) in _causal_jobs(suite).items():
+        add(name, "causal", s.retention_n, seed, job, suite.root / job / "checkpoints" / label)
+    for harness in retention_claim.HARNESSES:
+        for seed in s.retention_seeds:
+            job = retention_claim.job_path(harness, "capacity", seed)
+            add(f"autoencoder-{harness}-tmm-seed{seed}", "autoencoder", s.retention_n, seed, job,
+                suite.root / job / "capacity-encoders" / "tmm")
+    for seed in s.lm_seeds:
+        job = lm_claim.matched_path(suite, "tmm", seed)
+        add(f"lm{s.lm_seq_len}-tmm-seed{seed}", "causal", s.lm_seq_len, seed, job,
+            suite.root / job / "checkpoints" / "tmm")
     return found
 
 
@@ -84,10 +115,10 @@ def _counts(rep, moved) -> dict:
     for r in rep.results:
         if "skipped" not in r and not r["near_zero"]:
             per_layer.setdefault(r["layer"], []).append(str(r["index"]))
-    good, total = _share(rep.summary)
+    total = sum(counts.values())
     return {"vectors": rep.summary["vectors"], "index_minus_1": counts.get(-1, 0), "index_0": counts.get(0, 0),
-            "good": good, "total": total, "near_zero": rep.summary["near_zero"], "moved": moved,
-            "layers": "; ".join(f"{layer}: {','.join(v)}" for layer, v in sorted(per_layer.items()))}
+            "good": counts.get(-1, 0) + counts.get(0, 0), "total": total, "near_zero": rep.summary["near_zero"],
+            "moved": moved, "layers": "; ".join(f"{layer}: {','.join(v)}" for layer, v in sorted(per_layer.items()))}
 
 
 def _analyse(suite, name: str, path, start) -> dict:
@@ -103,13 +134,6 @@ def _analyse(suite, name: str, path, start) -> dict:
     return {"trained": _counts(trained, moved), "untrained": _counts(untrained, None)}
 
 
-def _share(summary) -> tuple:
-    counts = {int(k): v for k, v in summary["index_counts"].items()}
-    total = sum(counts.values())
-    good = counts.get(-1, 0) + counts.get(0, 0)
-    return good, total
-
-
 @dataclasses.dataclass
 class Source:
     """One analysed model: its vectors of index -1 or 0 (``good``) among those
@@ -119,18 +143,26 @@ class Source:
     good: int
     total: int
     moved: Optional[float] = None  # operator_index.movement; None: initial vectors not saved (or untrained)
+    taps: int = 0  # the vectors' length
+    seed: int = 0
 
 
 def run(suite) -> ClaimResult:
+    s = suite.scale
     c = ClaimResult(NAME, TITLE, STATEMENT, setup=(
-        "Winding numbers of every layer's and head's Toeplitz vector (lab.experiments.operator_index; convention: "
-        + operator_index.CONVENTION + ")."))
+        f"Winding numbers of every layer's and head's Toeplitz vector (lab.experiments.operator_index; convention: "
+        f"{operator_index.CONVENTION}). Autoencoders: the retention claim's capacity encoders ({s.retention_n} "
+        f"taps, {s.retention_steps} steps of batch {s.batch_size}, lr {LR:g}, both harnesses); causal: the zoo's "
+        f"TMM as a language model at context {s.retention_n} and the zoo's TMM and flat TMM on copy at n = "
+        f"{s.retention_n // 2}, the same length, steps, batch, lr and seeds "
+        f"({', '.join(map(str, s.retention_seeds))}); "
+        f"claim 1's matched-compute TMMs ({s.lm_seq_len} taps) in the table only."))
+    sources = _sources(suite)
     if suite.dry_run:
         return c
-    head = ["model", "kind", "vectors", "index -1", "index 0", "other", "near 0", "moved", "indices per layer"]
-    rows = []
-    sources = []
-    for name, (kind, job, path, start) in _sources(suite).items():
+    head = ["model", "kind", "taps", "vectors", "index -1", "index 0", "other", "near 0", "moved", "indices per layer"]
+    rows, analysed = [], []
+    for name, (kind, taps, seed, job, path, start) in sources.items():
         job_record = suite.finished_record(job)
         if job_record is None:  # checkpoints of a run that has not finished
             continue
@@ -141,41 +173,49 @@ def run(suite) -> ClaimResult:
         if r is None:
             continue
         for label, n, k in ((name, r["trained"], kind), (f"{name} (untrained)", r["untrained"], "untrained")):
-            sources.append(Source(label, k, n["good"], n["total"], n["moved"]))
+            analysed.append(Source(label, k, n["good"], n["total"], n["moved"], taps, seed))
             shown = "-" if k == "untrained" else ("not saved" if n["moved"] is None else f"{n['moved']:.3f}")
-            rows.append([label, k, n["vectors"], n["index_minus_1"], n["index_0"],
+            rows.append([label, k, taps, n["vectors"], n["index_minus_1"], n["index_0"],
                          n["total"] - n["index_minus_1"] - n["index_0"], n["near_zero"], shown, n["layers"]])
-    if sources:
+    if rows:
         c.tables.append(("Fredholm indices (near-zero symbols excluded from the counts; moved: median sine of the "
                          "angle between each trained vector and its initial one):",
                          markdown_table(head, rows, left=len(head))))
-    c.verdicts.append(verdict(sources))
+    c.verdicts.append(verdict(analysed, s.retention_n))
     return c
 
 
-def verdict(sources: list) -> Verdict:
-    """The verdict on :class:`Source` s (the module docstring's rule)."""
-    claim = "shift-like or invertible more often than autoencoders"
+def verdict(sources: list, taps: int) -> Verdict:
+    """The verdict on :class:`Source` s (the module docstring's rule), counting the vectors of ``taps`` taps."""
+    claim = f"shift-like or invertible more often than autoencoders ({taps} taps)"
     if not sources:
-        return Verdict(claim, UNTESTED, "no trained TMM checkpoints (run --only copy or lm first)")
-    shares = {"causal": [0, 0], "autoencoder": [0, 0], "untrained": [0, 0]}
+        return Verdict(claim, UNTESTED, "no trained TMM checkpoints (run --only retention first)")
+    shares = {}  # (kind, seed) -> [good, total]
     still = []
     for src in sources:
+        if src.taps != taps:
+            continue
         if src.kind != "untrained" and (src.moved is None or src.moved <= MOVED):
             still.append(f"{src.name} ({'initial vectors not saved' if src.moved is None else f'{src.moved:.3f}'})")
             continue
-        shares[src.kind][0] += src.good
-        shares[src.kind][1] += src.total
+        cell = shares.setdefault((src.kind, src.seed), [0, 0])
+        cell[0] += src.good
+        cell[1] += src.total
 
-    def pct(k):
-        good, total = shares[k]
+    def share(kind, seed=None):
+        cells = [v for (k, s), v in shares.items() if k == kind and (seed is None or s == seed)]
+        good, total = sum(v[0] for v in cells), sum(v[1] for v in cells)
         return None if not total else good / total
 
-    ev = "share of index -1 or 0: " + (", ".join(f"{k} {pct(k):.0%} of {shares[k][1]}" for k in shares
-                                                 if pct(k) is not None) or "no vectors")
+    kinds = ("causal", "autoencoder", "untrained")
+    ev = "share of index -1 or 0: " + (", ".join(
+        f"{k} {share(k):.0%} of {sum(v[1] for (kk, _), v in shares.items() if kk == k)}" for k in kinds
+        if share(k) is not None) or "no vectors")
     if still:
         ev += f"; not counted, not moved by more than {MOVED}: " + ", ".join(still)
-    missing = [k for k in ("causal", "autoencoder") if pct(k) is None]
-    if missing:
-        return Verdict(claim, UNTESTED, ev + f" (no trained {' or '.join(missing)} model to count)")
-    return Verdict(claim, CONSISTENT if pct("causal") > pct("autoencoder") else NOT_CONSISTENT, ev)
+    seeds = sorted({s for (k, s) in shares if k == "causal"} & {s for (k, s) in shares if k == "autoencoder"})
+    missing = [k for k in ("causal", "autoencoder") if share(k) is None]
+    if missing or not seeds:
+        return Verdict(claim, UNTESTED, ev + f" (no trained {' or '.join(missing) or 'paired'} model to count)")
+    m = Margin({seed: share("causal", seed) - share("autoencoder", seed) for seed in seeds}, unit="share", digits=3)
+    return judged(claim, m.verdict, m, ev + " (margin: causal share - autoencoder share, per seed)")

@@ -12,20 +12,33 @@ from tmm.files import atomic_write_json, atomic_write_text
 from tmm.tables import markdown_table
 from ..formatting import fmt_int
 
-__all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNTESTED", "Verdict", "ClaimResult", "all_of", "mean_range", "steps_cell",
-           "pooled_table", "focus_limits", "spans_log_x", "plot_curves", "save_claim", "saved_claims", "write_suite_report"]
+__all__ = ["CONSISTENT", "NOT_CONSISTENT", "UNSETTLED", "UNTESTED", "Verdict", "ClaimResult", "mean_range",
+           "steps_cell", "pooled_table", "focus_limits", "spans_log_x", "plot_curves", "save_claim", "saved_claims",
+           "write_suite_report"]
 
 CONSISTENT = "consistent"
 NOT_CONSISTENT = "not consistent"
+UNSETTLED = "unsettled"  # the margin is not clear of its seed spread (margins.py)
 UNTESTED = "not tested at this scale"
-_VERDICT_HEAD = ["claim", "verdict", "evidence"]
+_VERDICT_HEAD = ["claim", "verdict", "margin", "2 SE", "seeds", "evidence"]
 
 
 @dataclasses.dataclass
 class Verdict:
     claim: str  # the paper's statement tested
-    verdict: str  # CONSISTENT, NOT_CONSISTENT or UNTESTED
+    verdict: str  # CONSISTENT, NOT_CONSISTENT, UNSETTLED or UNTESTED
     evidence: str  # the numbers behind it
+    margin: Optional[float] = None  # the deciding margin's mean over paired seeds (positive where it holds)
+    spread: Optional[float] = None  # twice its standard error (None: one seed)
+    seeds: int = 0  # paired seeds behind the margin
+    unit: str = ""
+
+    def cells(self) -> list:
+        """margin, 2 SE and seeds as table cells."""
+        if self.margin is None:
+            return ["-", "-", "-"]
+        return [f"{self.margin:+.4g} {self.unit}".strip(), "-" if self.spread is None else f"{self.spread:.2g}",
+                str(self.seeds)]
 
 
 @dataclasses.dataclass
@@ -38,16 +51,6 @@ class ClaimResult:
     plots: list = dataclasses.field(default_factory=list)  # paths relative to the suite's root
     verdicts: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
-
-
-def all_of(checks: dict) -> str:
-    """The verdict on a statement that must hold against every rival:
-    ``checks`` maps each rival to True / False, or None when it did not run.
-    One rival that ran and contradicts it is enough for NOT_CONSISTENT; a
-    rival that did not run otherwise leaves it UNTESTED."""
-    if any(v is False for v in checks.values()):
-        return NOT_CONSISTENT
-    return UNTESTED if not checks or any(v is None for v in checks.values()) else CONSISTENT
 
 
 def mean_range(pooled, key, nd=3) -> str:
@@ -129,11 +132,13 @@ def spans_log_x(ends, ratio=20.0) -> bool:
 
 
 def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Optional[float] = None,
-                x_keys=(("step", "training steps"), ("tokens", "training tokens"),
-                        ("flops_est", "estimated training FLOPs")), log_y=False, focus=False) -> bool:
+                floors: Optional[dict] = None, x_keys=(("step", "training steps"), ("tokens", "training tokens"),
+                                                       ("flops_est", "estimated training FLOPs")),
+                log_y=False, focus=False) -> bool:
     """One row of plots per group (title -> {label: Pooled}), one column per
     x axis: the mean over seeds with the range shaded; False without
-    matplotlib. ``focus``: the y-axis spans where the curves end up
+    matplotlib. ``chance``: a dotted line in every panel; ``floors``: group
+    title -> a dashed line in that row (MQAR's 1/pairs). ``focus``: the y-axis spans where the curves end up
     (:func:`focus_limits`), not their initial transient: points above it are
     drawn as triangles on the top edge and the clipping is written in the
     panel."""
@@ -171,6 +176,8 @@ def plot_curves(path: Path, groups: dict, y_key: str, ylabel: str, *, chance: Op
                             color="dimgrey")
             if chance is not None:
                 ax.axhline(chance, color="grey", linestyle=":", linewidth=1, label="chance")
+            if floors and title in floors:
+                ax.axhline(floors[title], color="black", linestyle="--", linewidth=1, label="floor 1/pairs")
             if log_y:
                 ax.set_yscale("log")
             if spans_log_x(ends):  # the first evaluation, at x = 0, drops out of a log axis
@@ -194,8 +201,8 @@ def claim_markdown(c: ClaimResult) -> str:
     for caption, table in c.tables:
         md += [f"{caption}", "", table, ""]
     if c.verdicts:
-        md += [markdown_table(_VERDICT_HEAD, [[v.claim, f"**{v.verdict}**", v.evidence] for v in c.verdicts],
-                              align="lll"), ""]
+        md += [markdown_table(_VERDICT_HEAD, [[v.claim, f"**{v.verdict}**", *v.cells(), v.evidence]
+                                              for v in c.verdicts], align="llrrrl"), ""]
     md += [f"![{p}]({p})" for p in c.plots]
     if c.notes:
         md += ["", "Notes:", ""] + [f"- {n}" for n in c.notes]
@@ -233,8 +240,8 @@ def write_suite_report(root: Path, names, meta: dict) -> str:
     if meta["scale"] == "small":
         head += ["Scale `small` is a smoke test of the suite's code: its models are far too small and its runs far "
                  "too short for any verdict below to say anything about the claims.", ""]
-    head.append(markdown_table(_VERDICT_HEAD, [[f"{c.name}: {v.claim}", f"**{v.verdict}**", v.evidence]
-                                               for c in claims for v in c.verdicts], align="lll"))
+    head.append(markdown_table(_VERDICT_HEAD, [[f"{c.name}: {v.claim}", f"**{v.verdict}**", *v.cells(), v.evidence]
+                                               for c in claims for v in c.verdicts], align="llrrrl"))
     md = "\n".join(head) + "\n\n" + "\n".join(claim_markdown(c) for c in claims)
     revisions = sorted({(m["git"].get("revision") or "?")[:12] for m, _ in saved})
     if len(revisions) > 1:

@@ -15,7 +15,8 @@ from typing import Optional
 
 from tmm.train import flops_per_token
 
-__all__ = ["ModelResult", "JobResult", "Pooled", "read_compare_job", "over_seeds", "value_at"]
+__all__ = ["ModelResult", "JobResult", "Pooled", "read_compare_job", "over_seeds", "value_at", "steps_to",
+           "censored_steps"]
 
 
 @dataclasses.dataclass
@@ -28,6 +29,7 @@ class ModelResult:
     steps_to_learned: Optional[int]  # first evaluation at >= 0.9 accuracy
     rows: list  # evaluation rows: step, tokens, flops_est, eval_loss, eval_acc (and eval_bpb for lm)
     peak_mem_mib: Optional[float] = None  # measured while training (lab.bench.memory.PeakMemory); None: not measured
+    seed: Optional[int] = None  # the job's seed: runs of one seed saw the same batches (paired)
 
     @property
     def final_bpb(self) -> Optional[float]:
@@ -45,6 +47,7 @@ def read_compare_job(out: Path) -> JobResult:
     out = Path(out)
     summary = json.loads((out / "summary.json").read_text())
     record = json.loads((out / "config.json").read_text())
+    seed = record.get("args", {}).get("seed")
     per_token = {m["config_name"]: flops_per_token(m["config"], m["params"], record["task"]["seq_len"])
                  for m in record["models"]}
     rows = {}
@@ -60,7 +63,7 @@ def read_compare_job(out: Path) -> JobResult:
         label = s["config"]
         res[label] = ModelResult(label, s["params"], s["status"], s["final_acc"], s["final_eval_loss"],
                                  s["steps_to_learned"], sorted(rows.get(label, []), key=lambda r: r["step"]),
-                                 s.get("peak_mem_mib"))
+                                 s.get("peak_mem_mib"), seed)
     return res
 
 
@@ -70,6 +73,10 @@ class Pooled:
     label: str
     params: int
     runs: list  # ModelResult per seed
+
+    def by_seed(self) -> dict:
+        """seed -> ModelResult (runs without a seed keyed by their position)."""
+        return {r.seed if r.seed is not None else i: r for i, r in enumerate(self.runs)}
 
     def values(self, key) -> list:
         return [v for v in (getattr(r, key) for r in self.runs) if v is not None and math.isfinite(v)]
@@ -112,3 +119,18 @@ def value_at(rows: list, x_key: str, y_key: str, x: float) -> Optional[float]:
         if x0 <= x <= x1:
             return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return pts[0][1]
+
+
+def steps_to(run, threshold: float) -> Optional[int]:
+    """The first evaluation step of ``run`` (a ModelResult) at >= ``threshold`` accuracy; None if never."""
+    return next((r["step"] for r in run.rows if (r.get("eval_acc") or 0.0) >= threshold), None)
+
+
+def censored_steps(run, threshold: float) -> Optional[float]:
+    """Steps to ``threshold`` accuracy, or one evaluation past the run's end where it never got there (a
+    lower bound, so that runs which learn and runs which do not compare on one scale); None without rows."""
+    reached = steps_to(run, threshold)
+    if reached is not None or not run.rows:
+        return reached
+    steps = [r["step"] for r in run.rows]
+    return steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else steps[-1])

@@ -38,6 +38,8 @@ import tmm.tasks
 from tmm.files import atomic_write_bytes, atomic_write_json
 from tmm.train import flops_per_token
 
+from ... import REPO
+from ...bench import provenance
 from ..compare import CompareSettings, run_comparison
 from ..model_configs import build_model, fit_to_task
 from ..saved_settings import check_same
@@ -67,8 +69,9 @@ class Suite:
     """Runs (or, with ``dry_run``, plans) the jobs of the claims under ``root``."""
 
     def __init__(self, root, scale, *, threads: Optional[int] = None, dry_run=False, progress=True, say=print,
-                 archive=None, precision="float32", compile=False, any_machine=False):
+                 archive=None, precision="float32", compile=False, any_machine=False, repo=REPO):
         self.root = Path(root)
+        self.repo = repo  # the checkout whose git revision (and dirty flag) every finished job records
         self.any_machine = any_machine  # skip the unfinished jobs whose checkpoints a later claim reads
         self.archive = Path(archive) if archive is not None else None
         self.precision, self.compile = precision, compile  # the compare jobs' (tmm.train's options)
@@ -78,6 +81,23 @@ class Suite:
         self.progress = progress
         self.say = say
         self.plan: list = []
+        self._tasks, self._per_token = {}, {}
+
+    def task(self, name: str, options: dict):
+        """The task ``name`` with ``options`` (built once per suite)."""
+        key = (name, json.dumps(options, sort_keys=True))
+        if key not in self._tasks:
+            self._tasks[key] = tmm.tasks.make(name, **options)
+        return self._tasks[key]
+
+    def flops_per_token(self, spec, task: str, task_options: dict) -> float:
+        """The estimated training FLOPs per token of ModelSpec ``spec`` fitted to the task (tmm.train's)."""
+        key = (spec, task, json.dumps(task_options, sort_keys=True))
+        if key not in self._per_token:
+            t = self.task(task, task_options)
+            cfg = fit_to_task(spec.config(), t)
+            self._per_token[key] = flops_per_token(cfg, build_model(cfg).num_parameters(), t.seq_len)
+        return self._per_token[key]
 
     # -- compare jobs -------------------------------------------------------
     def compare(self, path: str, specs: list, *, task: str, task_options: dict, steps: int, seed: int,
@@ -116,14 +136,16 @@ class Suite:
             CompareSettings(configs=configs, out=str(out), resume=resume, checkpoint_every=max(steps // 2, 1),
                             threads=self.threads, no_plots=True, no_progress=not self.progress,
                             compile=self.compile, **settings),
-            results_root=self.root, log_prefix=f"claims {path}")
+            results_root=self.root, log_prefix=f"claims {path}", repo=self.repo)
         if result.exit_code == 130:
             raise KeyboardInterrupt
         self._mark_done(path, record)
         return read_compare_job(out)
 
     def _plan_compare(self, path, specs, record):
-        task = tmm.tasks.make(record["task"], **parse_task_options(record["task_option"]))
+        if any(job.path == path for job in self.plan):  # one job read by two parts of a claim
+            return
+        task = self.task(record["task"], parse_task_options(record["task_option"]))
         models, flops = [], 0.0
         tokens = record["steps"] * record["batch_size"] * task.seq_len
         for spec in specs:
@@ -198,6 +220,7 @@ class Suite:
             return None
         record = json.loads((folder / DONE_FILE).read_text())
         record.pop("finished", None)
+        record.pop("git", None)
         return record
 
     def archived_jobs(self, path: str) -> list:
@@ -223,7 +246,7 @@ class Suite:
             check_same(json.loads((folder / DONE_FILE).read_text()), record,
                        f"{folder} holds a finished job with other settings than this suite's (another --scale "
                        "or version?): remove it or give another --out / --archive",
-                       runtime=("finished",) + tuple(derived))
+                       runtime=("finished", "git") + tuple(derived))
         return folder
 
     def _done_folder(self, path: str) -> Optional[Path]:
@@ -236,7 +259,7 @@ class Suite:
     def _mark_done(self, path: str, record: dict):
         out = self.root / path
         finished = datetime.datetime.now().isoformat(timespec="seconds")
-        atomic_write_json(out / DONE_FILE, {**record, "finished": finished})
+        atomic_write_json(out / DONE_FILE, {**record, "finished": finished, "git": provenance.git(self.repo)})
         if self.archive is not None:
             for name in ARCHIVED:
                 if (out / name).is_file():
