@@ -15,7 +15,7 @@ from lab.experiments.claims import operator_index_claim as oi_claim
 from lab.experiments.claims.margins import SPREAD, Margin, combine, paired
 from lab.experiments.claims.operator_index_claim import Source
 from lab.experiments.claims.report import CONSISTENT, NOT_CONSISTENT, UNSETTLED, UNTESTED, seeds_ran
-from lab.experiments.claims.results import ModelResult, Pooled, censored_steps, read_compare_job, value_at
+from lab.experiments.claims.results import ModelResult, Pooled, read_compare_job, speed_share, value_at
 from tmm.train import flops_per_token
 
 C, N, S, U = CONSISTENT, NOT_CONSISTENT, UNSETTLED, UNTESTED
@@ -94,17 +94,19 @@ def efficiency(a, b):
 def test_copy_efficiency_ratio_threshold():
     ref = pooled("transformer", [1.0] * 3, [100, 100, 100])
     assert copy_claim.RATIO == 1.5
-    assert efficiency(pooled("tmm", [1.0] * 3, [140, 150, 160]), ref) == S  # 1.5 on the mean: on the threshold
+    assert efficiency(pooled("tmm", [1.0] * 3, [150, 150, 150]), ref) == C  # 1.5x exactly: within 1.5x
+    assert efficiency(pooled("tmm", [1.0] * 3, [140, 150, 160]), ref) == S  # around 1.5x: on the threshold
     assert efficiency(pooled("tmm", [1.0] * 3, [100, 100, 100]), ref) == C  # a tie matches
     assert efficiency(pooled("tmm", [1.0] * 3, [160, 170, 180]), ref) == N
-    assert efficiency(pooled("tmm", [1.0] * 3, [120, 130, 140]), ref) == C  # 1.5 - 1.3 = 0.2 > 2 SE 0.115
-    assert efficiency(pooled("tmm", [1.0] * 3, [100, 130, 160]), ref) == S  # 0.2 against 2 SE 0.35
+    assert efficiency(pooled("tmm", [1.0] * 3, [120, 130, 140]), ref) == C  # margin 0.035 against 2 SE 0.022
+    assert efficiency(pooled("tmm", [1.0] * 3, [100, 130, 160]), ref) == S  # margin 0.040 against 2 SE 0.067
 
 
-def test_copy_steps_count_a_run_that_never_learned_as_one_evaluation_past_its_end():
-    never = pooled("x", [0.1])
-    assert censored_steps(never.runs[0], 0.9) == 310
-    assert censored_steps(pooled("x", [1.0], [40]).runs[0], 0.9) == 40
+def test_copy_speeds_compare_through_a_share_in_which_a_run_that_never_learned_has_speed_0():
+    never, fast, slow = (pooled("x", [a], [s]).runs[0] for a, s in ((0.1, None), (1.0, 40), (1.0, 60)))
+    assert speed_share(fast, fast, 0.9) == 0.5 and speed_share(slow, fast, 0.9) == pytest.approx(0.4)
+    assert speed_share(fast, never, 0.9) == 1.0 and speed_share(never, fast, 0.9) == 0.0
+    assert speed_share(never, never, 0.9) is None
     both, none = ([1.0, 1.0], [100, 100]), ([0.1, 0.1], [None, None])
     assert efficiency(pooled("tmm", *both), pooled("transformer", *none)) == C  # learned where the other never did
     assert efficiency(pooled("tmm", *none), pooled("transformer", *both)) == N

@@ -10,17 +10,19 @@ that rate. Hyena runs twice: the authors' and with safari's
 associative-recall filter settings (``hyena-ar``, as the MQAR test runs it).
 
 Verdict rules, per length, each on a margin per paired seed (the settle rule
-of :mod:`.margins`; "steps to 0.9" counts a run that never got there as one
-evaluation past its end, a lower bound):
+of :mod:`.margins`). Speeds compare through a model's share of a pair's
+speed to 0.9 accuracy (:func:`.results.speed_share`: speed 1 / steps to 0.9,
+0 for a run that never got there; 0.5 when as fast, 0.4 at 1.5x the other's
+steps), bounded, so that learners and non-learners compare on one scale:
 
-- TMM matches the Transformer's training efficiency: margin 1.5 - TMM's
-  steps to 0.9 / the Transformer's; not tested when neither learns (0.9)
-  in any seed.
+- TMM matches the Transformer's training efficiency: margin TMM's share -
+  0.4 (within 1.5x the Transformer's steps holds); not tested when neither
+  learns (0.9) in any seed.
 - Mamba2 and Hyena (both) struggle, each: margin TMM's final accuracy -
-  the rival's - 0.1; where the rival learns in every seed, also 'more
-  than 2x TMM's steps' (margin rival's steps / TMM's - 2), which settles it
-  when the accuracy margin does not; not tested when TMM itself does not
-  learn (mean final accuracy below 0.9).
+  the rival's - 0.1 (0.1 below holds); where the rival learns in every seed,
+  also "more than 2x TMM's steps" (margin 1/3 - the rival's share), which
+  settles it when the accuracy margin does not; not tested when TMM itself
+  does not learn (mean final accuracy below 0.9).
 - Freezing the Toeplitz vectors makes copying fail: each frozen TMM (flat,
   and 4 heads whose projections still train): margin 0.5 - its final
   accuracy, while the trained TMM learns.
@@ -41,7 +43,7 @@ from .margins import Margin, combine, judged, listing, paired
 from .models import copy_models
 from .report import CONSISTENT, UNTESTED, ClaimResult, Verdict, mean_range, plot_curves, pooled_table, \
     seeds_ran, steps_cell
-from .results import censored_steps, over_seeds
+from .results import over_seeds, speed_share
 
 NAME = "copy"
 TITLE = "Claim 2: copy"
@@ -157,8 +159,7 @@ def _struggles(tmm, p) -> Margin:
     acc = paired(tmm, p, lambda t, r: None if t.final_acc is None or r.final_acc is None else
                  t.final_acc - r.final_acc - STRUGGLE_ACC, unit="acc", digits=3, strict=False)
     if acc.verdict != CONSISTENT and p.reached == len(p.runs):
-        slow = paired(tmm, p, lambda t, r: censored_steps(r, LEARNED) / censored_steps(t, LEARNED) - STRUGGLE_STEPS,
-                      unit="", digits=2)
+        slow = paired(tmm, p, lambda t, r: 1 / (1 + STRUGGLE_STEPS) - speed_share(r, t, LEARNED), unit="", digits=3)
         if slow.verdict == CONSISTENT:
             return slow
     return acc

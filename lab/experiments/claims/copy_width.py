@@ -10,10 +10,11 @@ fewest steps to 0.9 accuracy, else to 0.5, else the highest final accuracy
 rate; seed 0's run is the sweep's.
 
 Verdict ("copies about as efficiently"), at the highest of the common
-accuracies 0.9 and 0.5 that either model reaches in some seed: margin 1.5 -
-the narrow TMM's steps to it / Hyena's per paired seed (a run that never
-got there counted one evaluation past its end), by the settle rule of
-:mod:`.margins`; not tested when neither reaches 0.5.
+accuracies 0.9 and 0.5 that either model reaches in some seed: the narrow
+TMM's share of the pair's speed to it (:func:`.results.speed_share`: speed
+1 / steps, 0 for a run that never got there) less 0.4, the share at 1.5x
+Hyena's steps, per paired seed, by the settle rule of :mod:`.margins`
+(within 1.5x holds); not tested when neither reaches 0.5.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from . import lr_grid
 from .margins import judged, paired
 from .models import width_models
 from .report import UNTESTED, Verdict, mean_range
-from .results import censored_steps, steps_to
+from .results import speed_share, steps_to
 
 THRESHOLDS = (0.9, 0.5)  # the common accuracies, highest first
 RATIO = 1.5  # "about as efficiently": steps within this factor
@@ -89,16 +90,22 @@ COLUMNS = [("final acc", lambda p: mean_range(p, "final_acc")),
 
 def efficiency(a, b, a_name, b_name, threshold, ratio=RATIO) -> tuple:
     """Is ``a`` (Pooled) about as efficient as ``b`` at reaching ``threshold``? (verdict, Margin or None,
-    evidence): margin ``ratio`` - a's steps to it / b's per paired seed (a run that never got there counted
-    one evaluation past its end); not tested when neither ran or neither got there."""
+    evidence): margin a's share of the pair's speed to it less the share at ``ratio`` times b's steps,
+    1 / (1 + ratio), per paired seed (within the ratio holds); not tested when neither ran or neither got
+    there."""
     if a is None or b is None:
         return UNTESTED, None, "not run: " + ", ".join(n for n, p in ((a_name, a), (b_name, b)) if p is None)
     ev = f"steps to {threshold}: {a_name} {steps_cell(a, threshold)}, {b_name} {steps_cell(b, threshold)}"
     if not reached(a, threshold) and not reached(b, threshold):
         return UNTESTED, None, ev + " (neither reached it)"
-    m = paired(a, b, lambda x, y: ratio - censored_steps(x, threshold) / censored_steps(y, threshold), unit="",
-               digits=2, strict=False)
-    return m.verdict, m, ev + f" (margin: {ratio:g} - the ratio of steps)"
+    m = paired(a, b, lambda x, y: _less(speed_share(x, y, threshold), 1 / (1 + ratio)), unit="", digits=3,
+               strict=False)
+    return m.verdict, m, ev + f" (margin: {a_name}'s share of the pair's speed - {1 / (1 + ratio):.3g}, the share at " \
+                              f"{ratio:g}x the steps)"
+
+
+def _less(x, y):
+    return None if x is None else x - y
 
 
 def verdict(narrow, wide, ratio: int, narrow_label: str, wide_label: str) -> Verdict:

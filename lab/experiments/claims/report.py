@@ -68,7 +68,8 @@ def seeds_ran(pooled: dict, planned: int) -> str:
     "1 of 2 seeds" where a part of the suite (``--any-machine``, ``--only``)
     left some unrun."""
     ran = max((len(p.runs) for p in pooled.values()), default=0)
-    return f"{planned} seeds" if ran == planned else f"{ran} of {planned} seeds"
+    unit = "seed" if planned == 1 else "seeds"
+    return f"{planned} {unit}" if ran == planned else f"{ran} of {planned} {unit}"
 
 
 def steps_cell(pooled) -> str:

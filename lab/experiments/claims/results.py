@@ -16,7 +16,7 @@ from typing import Optional
 from tmm.train import flops_per_token
 
 __all__ = ["ModelResult", "JobResult", "Pooled", "read_compare_job", "over_seeds", "value_at", "steps_to",
-           "censored_steps"]
+           "speed_share"]
 
 
 @dataclasses.dataclass
@@ -126,11 +126,12 @@ def steps_to(run, threshold: float) -> Optional[int]:
     return next((r["step"] for r in run.rows if (r.get("eval_acc") or 0.0) >= threshold), None)
 
 
-def censored_steps(run, threshold: float) -> Optional[float]:
-    """Steps to ``threshold`` accuracy, or one evaluation past the run's end where it never got there (a
-    lower bound, so that runs which learn and runs which do not compare on one scale); None without rows."""
-    reached = steps_to(run, threshold)
-    if reached is not None or not run.rows:
-        return reached
-    steps = [r["step"] for r in run.rows]
-    return steps[-1] + (steps[-1] - steps[-2] if len(steps) > 1 else steps[-1])
+def speed_share(a, b, threshold: float) -> Optional[float]:
+    """``a``'s share of the two runs' speeds to ``threshold`` accuracy, speed being 1 / steps to it and 0 for a run
+    that never got there: 0.5 when as fast, 0.4 when ``a`` takes 1.5x ``b``'s steps, 1 when only ``a`` got
+    there, 0 when only ``b`` did; None when neither did. Bounded, so that runs which learn and runs which do not
+    compare on one scale."""
+    sa, sb = steps_to(a, threshold), steps_to(b, threshold)
+    if sa is None or sb is None:
+        return None if sa is None and sb is None else float(sb is None)
+    return sb / (sa + sb)  # = (1 / sa) / (1 / sa + 1 / sb)
