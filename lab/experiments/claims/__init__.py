@@ -24,7 +24,7 @@ Claims (``only``, in the order they run; later ones read earlier ones' checkpoin
   it alone on an idle machine; it trains nothing).
 
 Budgets are steps and tokens (:mod:`.scales`: ``small`` is a 2-3 minute
-smoke run, ``default`` about 12 hours on a 2-core CPU (`--estimate` times it per claim), ``paper`` the
+smoke run, ``default`` about 91 hours on a 2-core CPU (`--estimate` times it per claim), ``paper`` the
 authors' sizes for ``device="cuda"``); every architecture of a comparison
 sees the same batches. Every training run is a job in its own folder under
 ``out`` (default ``results/claims-<scale>/``), resumed when interrupted and

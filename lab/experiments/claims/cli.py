@@ -17,7 +17,7 @@ def parser() -> argparse.ArgumentParser:
         "Interrupted runs resume where they stopped; finished ones are read, not retrained."))
     p.add_argument("--scale", default="default", choices=list(SCALES),
                    help="small: 2-3 minute smoke run; quick: one seed, shorter (its copy claim is scripts/run.sh); "
-                        "default: about 12 hours on a 2-core CPU (--estimate times it per claim); paper: the authors' "
+                        "default: about 91 hours on a 2-core CPU (--estimate times it per claim); paper: the authors' "
                         "sizes (for --device cuda)")
     p.add_argument("--only", help=f"comma-separated claims: {', '.join(list(CLAIMS) + [STEP_TIME])} (default: all "
                                   f"but {STEP_TIME})")

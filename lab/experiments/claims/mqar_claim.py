@@ -36,9 +36,9 @@ TMM runs in three shapes, since a claim about what its structure cannot do
 needs the shapes that could refute it: the zoo's (FFN first, so nothing
 nonlinear acts after the second mixer), ``block_order: mixer_first`` (a
 mixer, an MLP, a mixer, an MLP: a nonlinear read-out after the mixing), and
-4 layers at d 48 (about the same parameters). Each shape, both Hyenas and
-the Transformer train the other ``mqar_seeds`` at their chosen rate on the
-first setting.
+4 layers at d 48 (about the same parameters). Each shape and both Hyenas
+(the models of the verdicts' margins) train the other ``mqar_seeds`` at their
+chosen rate on the first setting.
 
 Every table gives the floor 1/pairs beside chance: a model that knows which
 values occur in the sequence and guesses among them scores 1/pairs.
@@ -180,7 +180,7 @@ def run(suite) -> ClaimResult:
            f"({', '.join(f'{steps_at(s, x):,}' for x in s.mqar_settings[1:])}"
            " steps, seed 0, each model at its rate on the first)" if s.mqar_settings[1:] else "")
         + f"; the first setting at every lr of {', '.join(f'{x:g}' for x in s.mqar_lrs)} for every model on "
-        f"seed 0 (each model's best counts; {BRACKETING}), then the TMMs, the Transformer and both Hyenas at "
+        f"seed 0 (each model's best counts; {BRACKETING}), then the TMMs and both Hyenas at "
         f"their best on seeds {', '.join(map(str, s.mqar_seeds))}. "
         f"Chance {1 / (s.mqar_vocab - s.mqar_vocab // 2):.4f}; the floor 1/pairs "
         + ", ".join(f"{floor(x):.4g}" for x in s.mqar_settings) + "."))

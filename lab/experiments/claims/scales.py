@@ -4,7 +4,7 @@
 path, sizes far too small for any verdict); ``quick`` is the default's
 models at shorter lengths, fewer steps and one seed (its copy claim, at
 n = 128, is the README's main job, under 10 minutes); ``default`` takes
-this 2-core CPU about 12 hours alone (``--estimate`` times it per claim); ``paper`` is the
+this 2-core CPU about 91 hours alone (``--estimate`` times it per claim); ``paper`` is the
 authors' sizes (meant for ``--device cuda``). Budgets are steps and tokens, never wall-clock: the same
 scale trains the same tokens on any machine.
 """
