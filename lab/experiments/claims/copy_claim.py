@@ -65,7 +65,7 @@ COLUMNS = [("final acc", lambda p: mean_range(p, "final_acc")), ("steps to 0.9",
 
 
 def sweep_prefix(s) -> str:
-    """The sweep's jobs (seed 0 at the first length; operator-index reads their checkpoints)."""
+    """The sweep's jobs (seed 0 at the first length)."""
     return f"copy/n{s.copy_ns[0]}"
 
 
@@ -75,7 +75,7 @@ def run(suite) -> ClaimResult:
     specs = copy_models(s.copy_d, s.copy_layers)
     job = dict(task="copy", task_options={"n": first, "vocab": s.copy_vocab}, steps=s.copy_steps)
     grids, chosen, pooled_first = lr_grid.sweep(suite, sweep_prefix(s), specs, s.copy_lrs, s.seeds,
-                                                choose=copy_width.best_lr, read_later=True, **job)
+                                                choose=copy_width.best_lr, **job)
     per_n = {first: pooled_first}
     for n in s.copy_ns[1:]:
         per_n[n] = _at_chosen(suite, f"copy/n{n}", [m for m in specs if m.label in s.copy_long_n_models], chosen,
