@@ -26,9 +26,15 @@
 #include "cpu/isa_variant.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <type_traits>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "cpu/channel_tiles.h"
 #include "cpu/fft.h"
@@ -71,11 +77,41 @@ inline void prefetch_range(const T* p, int64_t count) {
   __builtin_prefetch(last);
 }
 
+// Allocates a tile buffer on 2 MiB boundaries and asks Linux for huge pages
+// there: a long transform's passes stride over megabytes, one 4 KiB page
+// (and TLB entry) per few rows otherwise.
+template <class R>
+struct HugePageAllocator {
+  using value_type = R;
+  static constexpr std::size_t kHuge = std::size_t(2) << 20;
+  HugePageAllocator() = default;
+  template <class U>
+  HugePageAllocator(const HugePageAllocator<U>&) {}
+  R* allocate(std::size_t count) {
+    const std::size_t bytes = count * sizeof(R);
+    if (bytes < kHuge) return static_cast<R*>(::operator new(bytes));
+    void* p = nullptr;
+    if (posix_memalign(&p, kHuge, bytes)) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
+#endif
+    return static_cast<R*>(p);
+  }
+  void deallocate(R* p, std::size_t count) {
+    if (count * sizeof(R) < kHuge) ::operator delete(p);
+    else std::free(p);
+  }
+  template <class U>
+  bool operator==(const HugePageAllocator<U>&) const { return true; }
+  template <class U>
+  bool operator!=(const HugePageAllocator<U>&) const { return false; }
+};
+
 // A tile's transform buffer: n rows of kLanes complex values.
 template <class R>
 struct TileBuffer {
   int64_t n;
-  std::vector<R> re, im;
+  std::vector<R, HugePageAllocator<R>> re, im;
   explicit TileBuffer(int64_t n_) : n(n_), re(n_ * kLanes), im(n_ * kLanes) {}
 
   // Loads kCols columns of src[b] from channel c0 on (the re half from c0,
