@@ -98,4 +98,12 @@ int64_t fft_block_bytes() {
   return from_l2;
 }
 
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? int64_t(l3) : int64_t(32) << 20;
+  }();
+  return bytes;
+}
+
 }  // namespace tmm::cpu

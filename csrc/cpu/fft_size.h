@@ -31,4 +31,8 @@ int64_t causal_fft_size(int64_t L);
 // report it); TMM_CPU_FFT_BLOCK_BYTES (read on every call) overrides it.
 int64_t fft_block_bytes();
 
+// The last-level cache's size (sysconf; 32 MiB where it is not reported):
+// outputs larger than it are written past the caches (store_columns).
+int64_t last_level_cache_bytes();
+
 }  // namespace tmm::cpu

@@ -26,12 +26,16 @@
 #include "cpu/isa_variant.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <type_traits>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -405,22 +409,58 @@ void per_channel_product(const R* __restrict war, const R* __restrict wai, R sca
   }
 }
 
+// Writes the 64 bytes at src to dst (both 64-byte aligned) with a
+// non-temporal store: no read of the line before the write, and the line
+// does not displace the tile's buffers from the caches.
+inline void stream_line(void* dst, const void* src) {
+#if defined(__AVX512F__)
+  _mm512_stream_si512(static_cast<__m512i*>(dst), _mm512_load_si512(src));
+#elif defined(__AVX__)
+  for (int k = 0; k < 2; ++k)
+    _mm256_stream_si256(static_cast<__m256i*>(dst) + k, _mm256_load_si256(static_cast<const __m256i*>(src) + k));
+#elif defined(__SSE2__)
+  for (int k = 0; k < 4; ++k)
+    _mm_stream_si128(static_cast<__m128i*>(dst) + k, _mm_load_si128(static_cast<const __m128i*>(src) + k));
+#else
+  std::memcpy(dst, src, 64);
+#endif
+}
+
 // Writes columns [m_lo, m_hi) of the transformed tile (rows t < L) to
 // out[b, t, c0 + m] of a contiguous B x L x C tensor, row by row, adding
-// bias_at(m, t).
+// bias_at(m, t). When the output exceeds the last-level cache, whole rows
+// of whole cache lines are streamed (stream_line): the tile writes one row
+// per time step, C values from the next, and nothing of it would stay cached.
 template <class T, class R, class Bias>
 void store_columns(T* out, const ToeplitzShape& s, int64_t b, int64_t c0, int64_t m_lo, int64_t m_hi,
                    const TileBuffer<R>& buf, Bias&& bias_at) {
+  constexpr int64_t kRowBytes = kCols * int64_t(sizeof(T));
+  const bool stream = kRowBytes % 64 == 0 && m_lo == 0 && m_hi == kCols && s.C * int64_t(sizeof(T)) % 64 == 0 &&
+                      s.B * s.L * s.C * int64_t(sizeof(T)) > last_level_cache_bytes() &&
+                      reinterpret_cast<std::uintptr_t>(out + b * s.L * s.C + c0) % 64 == 0;
   for (int64_t t = 0; t < s.L; ++t) {
     T* row = out + (b * s.L + t) * s.C + c0;
     const R* re = buf.re.data() + t * kLanes;
     const R* im = buf.im.data() + t * kLanes;
+    if (stream) {
+      alignas(64) T line[kCols];
+#pragma GCC ivdep
+      for (int64_t m = 0; m < kLanes; ++m) line[m] = store_as<T>(re[m] + bias_at(m, t));
+#pragma GCC ivdep
+      for (int64_t m = kLanes; m < kCols; ++m) line[m] = store_as<T>(im[m - kLanes] + bias_at(m, t));
+      for (int64_t at = 0; at < kRowBytes; at += 64)
+        stream_line(reinterpret_cast<char*>(row) + at, reinterpret_cast<const char*>(line) + at);
+      continue;
+    }
     const int64_t re_hi = std::min(m_hi, kLanes), im_lo = std::max(m_lo, kLanes);
 #pragma GCC ivdep
     for (int64_t m = m_lo; m < re_hi; ++m) row[m] = store_as<T>(re[m] + bias_at(m, t));
 #pragma GCC ivdep
     for (int64_t m = im_lo; m < m_hi; ++m) row[m] = store_as<T>(im[m - kLanes] + bias_at(m, t));
   }
+#if defined(__SSE2__)
+  if (stream) _mm_sfence();  // the streamed lines are visible before the caller's join
+#endif
 }
 
 }  // namespace tmm::cpu::TMM_CPU_CAPABILITY
