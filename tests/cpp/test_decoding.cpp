@@ -2,7 +2,9 @@
 // TMM variant, the logits of a prefill followed by single steps equal the
 // full forward's at every position, for every decode method the model has
 // (the methods each model must have are stated here, not asked of it); what
-// method "auto" picks (the table in docs/cpp.md) at each capacity boundary.
+// method "auto" picks (the table in docs/cpp.md) at each capacity boundary;
+// generation (tmm/models/generation.h) against greedy argmax over forward().
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include "tmm/models/generation.h"
 #include "tmm/models/language_model.h"
 #include "tmm/models/mamba2.h"
 #include "tmm/models/transformer.h"
@@ -246,6 +249,45 @@ TEST_CASE("decode: auto picks what docs/cpp.md says, on both sides of each capac
       CHECK(model->start_decoding(1, capacity, kCached)->method() == kCached);
       CHECK(model->start_decoding(1, capacity, kRecompute)->method() == kRecompute);
       if (c.choices == long_conv) CHECK(model->start_decoding(1, capacity, kFast)->method() == kFast);
+    }
+  }
+}
+
+TEST_CASE("generate: greedy tokens are forward's argmax, prompts of different lengths, stop tokens", "[decoding]") {
+  torch::NoGradGuard no_grad;
+  for (const auto& [config, methods] : decode_cases()) {
+    INFO(config);
+    at::manual_seed(11);
+    auto model = tmm::models::build_model(config);
+    model->eval();  // as generate() runs it: no dropout
+    model->to(at::kDouble);
+    const std::vector<std::vector<int64_t>> prompts{{3, 1, 4, 1, 5}, {9, 2}, {6, 5, 3, 5, 8, 9, 7}};
+    tmm::models::GenerateOptions options;
+    options.max_new_tokens = 9;
+    options.sampling.temperature = 0;  // greedy
+    for (DecodeMethod method : methods) {
+      options.method = method;
+      const auto result = tmm::models::generate(*model, prompts, options);
+      REQUIRE(result.tokens.size() == prompts.size());
+      for (size_t b = 0; b < prompts.size(); ++b) {
+        // The same tokens, one at a time: argmax of forward() over the sequence so far.
+        std::vector<int64_t> seq = prompts[b], expected;
+        for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+          const at::Tensor logits = model->forward(at::tensor(seq, at::kLong).unsqueeze(0));
+          expected.push_back(logits.select(1, int64_t(seq.size()) - 1).argmax(-1).item<int64_t>());
+          seq.push_back(expected.back());
+        }
+        INFO("method " << tmm::models::to_string(method) << ", prompt " << b);
+        CHECK(result.tokens[b] == expected);
+        CHECK(result.finish_reasons[b] == "length");
+      }
+      // A stop token ends its sequence at its first occurrence, kept.
+      options.stop_tokens = {result.tokens[0][2]};
+      const auto stopped = tmm::models::generate(*model, prompts, options);
+      const auto first = std::find(result.tokens[0].begin(), result.tokens[0].end(), result.tokens[0][2]);
+      CHECK(stopped.tokens[0] == std::vector<int64_t>(result.tokens[0].begin(), first + 1));
+      CHECK(stopped.finish_reasons[0] == "stop");
+      options.stop_tokens.clear();
     }
   }
 }
