@@ -1,4 +1,4 @@
-"""pip install as a new user meets it (README.md, issues 11 and 22): a fresh
+"""pip install as a new user meets it (README.md): a fresh
 virtual environment outside the checkout that has torch (and torch's own
 dependencies) and nothing else: no path into this test environment, so a
 run-time dependency the package forgets to declare fails here. README.md's
