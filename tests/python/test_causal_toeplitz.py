@@ -374,6 +374,30 @@ def test_thread_count_independent(L, cpu_path, dtype, restore_threads):
         assert (r1 - r2).abs().max().item() <= tol * scale, f"{name} differs between 1 and 2 threads"
 
 
+def test_op_runs_on_torch_threads(restore_threads):
+    """With 2 torch threads the kernels' tiles are shared between two
+    threads: the threads other than the caller do at least 30% of the CPU
+    time of the calls (measured 50%). A glue file compiled without OpenMP
+    runs at::parallel_for's body on the caller alone (0%), which the thread
+    count tests above cannot see: one thread gives the same results."""
+    import resource
+    import time
+
+    def process_cpu():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    torch.set_num_threads(2)
+    x, w = torch.randn(4, 4096, 128), torch.randn(1, 1, 4096)
+    op(x, w, None)  # plans and first touch outside the measurement
+    p0, t0 = process_cpu(), time.thread_time()
+    for _ in range(10):
+        op(x, w, None)
+    p1, t1 = process_cpu(), time.thread_time()
+    others = 1 - (t1 - t0) / (p1 - p0)
+    assert others >= 0.3, f"threads other than the caller did {others:.0%} of the op's CPU time"
+
+
 # ---------------------------------------------------------------------------
 # Bad inputs: RuntimeError naming the argument and saying what it got
 
