@@ -309,6 +309,17 @@ struct RowOf<double> {
 template <class R>
 using RowVec = typename RowOf<R>::type;
 
+// The sum of a row's kLanes values, pairwise (halves, then their halves,
+// ...): one order of additions on every instruction set.
+template <class R>
+inline R lane_sum(const RowVec<R>& v) {
+  R part[kLanes];
+  std::memcpy(part, &v, sizeof part);
+  for (int64_t width = kLanes / 2; width >= 1; width /= 2)
+    for (int64_t j = 0; j < width; ++j) part[j] += part[j + width];
+  return part[0];
+}
+
 // y = w z in rows [lo, hi), w a row spectrum (RowSpectra), z and y a tile's
 // rows (y may be z). On whole-row values: as an element loop GCC compiled
 // it to scalar code behind a check that y does not overlap z.

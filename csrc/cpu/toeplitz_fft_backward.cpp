@@ -80,16 +80,17 @@ struct TileWork {
   bool uniform;  // one spectrum for all owned outputs (K = 1, one group)
   TileBuffer<R>& xb;  // x's transform, then grad_x's
   TileBuffer<R>& gb;  // grad_y's transform
-  // grad_weight per lane over the item's batch: [row][lane] for uniform
-  // tiles (packed, rows of the transform), [i][k][column] otherwise.
+  // grad_weight over the item's batch: [row] for uniform tiles (the sum
+  // of the packed lanes, rows of the transform), [i][k][column] otherwise.
   std::vector<R>& lane_re;
   std::vector<R>& lane_im;
 };
 
 // Stage 2, uniform tiles, on the packed lanes, row by row (a row holds
 // frequency k = fft.freq_of(row)):
-//   grad_weight's lanes  A[row] += Zg conj Zx, folded into frequencies in
-//                        stage 3: sum_c GY_c conj(X_c) = (A[k] + conj A[n-k]) / 2
+//   grad_weight          A[row] += sum over lanes of Zg conj Zx, folded into
+//                        frequencies in stage 3:
+//                        sum_c GY_c conj(X_c) = (A[k] + conj A[n-k]) / 2
 //   GX = conj(W) Zg      (in the rows above n/2 conj W[n-k] = W[k])
 // GX's product runs between its transforms (convolve_padded).
 template <class T, class R>
@@ -97,17 +98,13 @@ void uniform_batch_entry(const Backward<T, R>& c, int64_t b, TileWork<R>& w) {
   const int64_t n = c.fft.size();
   auto grad_weight_rows = [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
-      const R* __restrict gr = w.gb.re.data() + row * kLanes;
-      const R* __restrict gi = w.gb.im.data() + row * kLanes;
-      const R* __restrict xr = w.xb.re.data() + row * kLanes;
-      const R* __restrict xi = w.xb.im.data() + row * kLanes;
-      R* __restrict ar = w.lane_re.data() + row * kLanes;
-      R* __restrict ai = w.lane_im.data() + row * kLanes;
-#pragma GCC ivdep
-      for (int64_t j = 0; j < kLanes; ++j) {
-        ar[j] += gr[j] * xr[j] + gi[j] * xi[j];
-        ai[j] += gi[j] * xr[j] - gr[j] * xi[j];
-      }
+      RowVec<R> gr, gi, xr, xi;
+      std::memcpy(&gr, w.gb.re.data() + row * kLanes, sizeof gr);
+      std::memcpy(&gi, w.gb.im.data() + row * kLanes, sizeof gi);
+      std::memcpy(&xr, w.xb.re.data() + row * kLanes, sizeof xr);
+      std::memcpy(&xi, w.xb.im.data() + row * kLanes, sizeof xi);
+      w.lane_re[row] += lane_sum<R>(gr * xr + gi * xi);
+      w.lane_im[row] += lane_sum<R>(gi * xr - gr * xi);
     }
   };
   auto grad_x_rows = [&](TileBuffer<R>& out, int64_t lo, int64_t hi) {  // out may be gb
@@ -195,13 +192,8 @@ template <class T, class R>
 void reduce_lanes(const Backward<T, R>& c, const TileWork<R>& w, R* __restrict are, R* __restrict aim) {
   if (w.uniform) {  // rows p, q of frequencies k, n-k (p = q at 0 and n/2)
     for_each_pair(c.fft, [&](int64_t k, int64_t p, int64_t q) {
-      R sr = 0, si = 0;
-      for (int64_t j = 0; j < kLanes; ++j) {
-        sr += R(0.5) * (w.lane_re[p * kLanes + j] + w.lane_re[q * kLanes + j]);
-        si += R(0.5) * (w.lane_im[p * kLanes + j] - w.lane_im[q * kLanes + j]);
-      }
-      are[k] = sr;
-      aim[k] = si;
+      are[k] = R(0.5) * (w.lane_re[p] + w.lane_re[q]);
+      aim[k] = R(0.5) * (w.lane_im[p] - w.lane_im[q]);
     });
     return;
   }
@@ -227,7 +219,7 @@ void backward_item(const Backward<T, R>& c, const BackwardItems& items, int64_t 
   const TileCoefs<R> coef(c.s, c.tiles, cols);
   TileWork<R> w{cols, coef, c.tiles.first(t), cols.uniform(c.s.K), xb, gb, lane_re, lane_im};
   if (c.want_gw) {
-    lane_re.assign(w.uniform ? kLanes * c.fft.size() : c.s.K * kCols * c.half, R(0));
+    lane_re.assign(w.uniform ? c.fft.size() : c.s.K * kCols * c.half, R(0));
     lane_im.assign(lane_re.size(), R(0));
   }
   for (int64_t b = items.batch_begin(it); b < items.batch_end(it, c.s.B); ++b) backward_batch_entry(c, b, w);
