@@ -9,9 +9,10 @@
 namespace tmm::cpu {
 
 // The direct path costs ~K L^2 per channel and the FFT path ~L log L + K L,
-// so the direct path wins while K * L <= 24 (docs/ops.md, "Crossover":
-// scripts/bench_crossover.py on the 2-core CI machine put the break-even at
-// L = 24-48 for K = 1 and L ~ 8 for K = 8).
+// so the direct path wins for short L * K (docs/ops.md, "Direct path and
+// crossover": scripts/bench_crossover.py on the 2-core CI machine puts the
+// break-even at L = 8-16 for G = 1, 24 for G = C, both K = 1, and L ~ 8 for
+// K = 8).
 int64_t direct_crossover_length() { return 24; }
 
 Algorithm resolve_algorithm(Algorithm requested, const ToeplitzShape& shape) {
